@@ -1,0 +1,112 @@
+// swift-tools-version:6.2
+import PackageDescription
+
+let package = Package(
+    name: "tandem",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "tandem-coordinator", targets: ["tandem-coordinator"]),
+        .executable(name: "tandem-agent", targets: ["tandem-agent"]),
+        .executable(name: "tandem-bench", targets: ["tandem-bench"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-collections.git", from: "1.6.0"),
+        .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
+    ],
+    targets: [
+        // C libraries, through pkg-config (Debian: libmosquitto-dev, libsqlite3-dev).
+        .systemLibrary(
+            name: "CMosquitto",
+            pkgConfig: "libmosquitto",
+            providers: [.apt(["libmosquitto-dev"])]
+        ),
+        .systemLibrary(
+            name: "CSQLite",
+            pkgConfig: "sqlite3",
+            providers: [.apt(["libsqlite3-dev"])]
+        ),
+
+        // The pure domain: rules, ordering, state machines, wire payloads. No I/O.
+        .target(name: "TandemCore"),
+
+        // An async MQTT v5 client over libmosquitto. Knows nothing of Tandem.
+        .target(
+            name: "TandemMQTT",
+            dependencies: [
+                "CMosquitto",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+
+        // SQLite: one actor per connection, migrations, Tandem's schema.
+        .target(
+            name: "TandemStore",
+            dependencies: ["CSQLite", "TandemCore"]
+        ),
+
+        // The coordinator service: topic -> decode -> order -> apply -> persist -> publish.
+        .target(
+            name: "TandemCoordinator",
+            dependencies: [
+                "TandemCore", "TandemMQTT", "TandemStore",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "DequeModule", package: "swift-collections"),
+                .product(name: "HeapModule", package: "swift-collections"),
+            ]
+        ),
+
+        // What a peer runs: room member, DM user, workout device.
+        .target(
+            name: "TandemAgent",
+            dependencies: [
+                "TandemCore", "TandemMQTT",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+
+        .executableTarget(
+            name: "tandem-coordinator",
+            dependencies: [
+                "TandemCoordinator",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        .executableTarget(
+            name: "tandem-agent",
+            dependencies: [
+                "TandemAgent",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .executableTarget(
+            name: "tandem-bench",
+            dependencies: [
+                "TandemCore", "TandemMQTT",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Histogram", package: "hdrhistogram-swift"),
+            ]
+        ),
+
+        // Test helpers: a real mosquitto on a free loopback port, child processes.
+        .target(
+            name: "TestSupport",
+            dependencies: ["TandemMQTT"],
+            path: "Tests/TestSupport"
+        ),
+        .testTarget(name: "TandemCoreTests", dependencies: ["TandemCore"]),
+        .testTarget(name: "TandemStoreTests", dependencies: ["TandemStore"]),
+        .testTarget(name: "TandemMQTTTests", dependencies: ["TandemMQTT", "TestSupport"]),
+        .testTarget(
+            name: "TandemIntegrationTests",
+            dependencies: ["TandemCore", "TandemMQTT", "TestSupport"]
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,124 @@
+/// The topic tree of the wire contract, under a configurable root (default `tandem/v1`).
+public struct Topics: Sendable, Equatable {
+    public static let defaultRoot = "tandem/v1"
+
+    public let root: String
+
+    public init(root: String = Topics.defaultRoot) {
+        self.root = root
+    }
+
+    // MARK: Published by clients
+
+    public func roomEvents(room: String, user: String) -> String { "\(root)/rooms/\(room)/events/\(user)" }
+    public func dmCommands(user: String) -> String { "\(root)/users/\(user)/dm/commands" }
+    public func workoutControl(user: String, workout: String, device: Device) -> String {
+        "\(root)/users/\(user)/workouts/\(workout)/control/\(device.rawValue)"
+    }
+    public func flight(user: String, workout: String, device: Device) -> String {
+        "\(root)/users/\(user)/workouts/\(workout)/flight/\(device.rawValue)"
+    }
+    public func health(user: String, workout: String, device: Device) -> String {
+        "\(root)/users/\(user)/workouts/\(workout)/health/\(device.rawValue)"
+    }
+    public func presence(user: String, clientId: String) -> String { "\(root)/presence/\(user)/\(clientId)" }
+    /// Request/response queries (DM history, logbook) that are not state changes.
+    public func requests(user: String) -> String { "\(root)/users/\(user)/requests" }
+
+    // MARK: Published by the coordinator
+
+    public func roomState(room: String) -> String { "\(root)/rooms/\(room)/state" }
+    public func roomChanges(room: String) -> String { "\(root)/rooms/\(room)/changes" }
+    public func conversation(user: String, peer: String) -> String { "\(root)/users/\(user)/dm/conversations/\(peer)" }
+    public func conversations(user: String) -> String { "\(root)/users/\(user)/dm/conversations/+" }
+    public func workoutState(user: String, workout: String) -> String { "\(root)/users/\(user)/workouts/\(workout)/state" }
+    public func receipts(user: String) -> String { "\(root)/users/\(user)/receipts" }
+    public func responses(user: String) -> String { "\(root)/users/\(user)/responses" }
+    public var coordinatorStatus: String { "\(root)/coordinator/status" }
+    public var coordinatorMetrics: String { "\(root)/coordinator/metrics" }
+
+    // MARK: What the coordinator subscribes to
+
+    public var inboundFilters: [String] {
+        [
+            "\(root)/rooms/+/events/+",
+            "\(root)/users/+/dm/commands",
+            "\(root)/users/+/workouts/+/control/+",
+            "\(root)/users/+/workouts/+/flight/+",
+            "\(root)/users/+/workouts/+/health/+",
+            "\(root)/users/+/requests",
+            "\(root)/presence/+/+",
+        ]
+    }
+
+    // MARK: Parsing inbound topics
+
+    /// Where an inbound message goes, decided by its topic alone.
+    public enum Inbound: Sendable, Equatable {
+        case roomEvent(room: String, user: String)
+        case dmCommand(user: String)
+        case workoutControl(user: String, workout: String, device: Device)
+        case flight(user: String, workout: String, device: Device)
+        case health(user: String, workout: String, device: Device)
+        case request(user: String)
+        case presence(user: String, clientId: String)
+        /// The sender is known but another topic level is invalid: answer `invalid_payload`.
+        case invalid(user: String, kind: Receipt.Kind, reason: String)
+    }
+
+    /// Parses a topic the coordinator received. Returns nil for a topic that is not
+    /// Tandem's inbound or whose `{userId}` level is invalid (such a message is dropped).
+    public func parseInbound(_ topic: String) -> Inbound? {
+        guard topic.hasPrefix(root), topic.utf8.count > root.utf8.count + 1 else { return nil }
+        let rest = topic.utf8.dropFirst(root.utf8.count)
+        guard rest.first == UInt8(ascii: "/") else { return nil }
+        let levels = Substring(rest.dropFirst()).split(separator: "/", omittingEmptySubsequences: false)
+        switch (levels.count, levels.first) {
+        case (4, "rooms") where levels[2] == "events":
+            let user = levels[3]
+            guard Identifier.isValid(user) else { return nil }
+            guard Identifier.isValid(levels[1]) else {
+                return .invalid(user: String(user), kind: .room, reason: "invalid roomId in topic")
+            }
+            return .roomEvent(room: String(levels[1]), user: String(user))
+        case (3, "presence"):
+            guard Identifier.isValid(levels[1]), !levels[2].isEmpty else { return nil }
+            return .presence(user: String(levels[1]), clientId: String(levels[2]))
+        case (_, "users"):
+            guard levels.count >= 3, Identifier.isValid(levels[1]) else { return nil }
+            let user = String(levels[1])
+            if levels.count == 4, levels[2] == "dm", levels[3] == "commands" {
+                return .dmCommand(user: user)
+            }
+            if levels.count == 3, levels[2] == "requests" {
+                return .request(user: user)
+            }
+            if levels.count == 6, levels[2] == "workouts" {
+                let kind = levels[4]
+                guard kind == "control" || kind == "flight" || kind == "health" else { return nil }
+                guard Identifier.isValid(levels[3]) else {
+                    return .invalid(user: user, kind: .workout, reason: "invalid workoutId in topic")
+                }
+                guard let device = Device(rawValue: String(levels[5])) else {
+                    return .invalid(user: user, kind: .workout, reason: "device must be phone or watch")
+                }
+                let workout = String(levels[3])
+                switch kind {
+                case "control": return .workoutControl(user: user, workout: workout, device: device)
+                case "flight": return .flight(user: user, workout: workout, device: device)
+                default: return .health(user: user, workout: workout, device: device)
+                }
+            }
+            return nil
+        default:
+            return nil
+        }
+    }
+}
+
+/// The two devices of a mirrored workout.
+public enum Device: String, Codable, Sendable, CaseIterable {
+    case phone, watch
+
+    public var other: Device { self == .phone ? .watch : .phone }
+}
