@@ -1,0 +1,114 @@
+/// Why an inbound payload could not be taken: the rejection to send, and the id to send
+/// it under (the payload's own id when a valid one could be read, else "").
+public struct DecodeFailure: Error, Sendable, Equatable {
+    public var id: String
+    public var rejection: Rejection
+
+    public init(id: String, _ rejection: Rejection) {
+        self.id = id
+        self.rejection = rejection
+    }
+}
+
+/// Reads the fields of one inbound JSON object with the contract's checks, each failure a
+/// `Rejection` whose message names the field. Decoders of every domain are built on it.
+public struct PayloadReader: Sendable {
+    public let object: JSON
+    /// The payload's id (eventId, commandId) if present and valid, else "".
+    public let id: String
+
+    /// Parses `bytes`: size limit, JSON syntax, a top-level object. `idKey` names the
+    /// field whose valid value becomes the receipt id even when another field is wrong.
+    public static func read(_ bytes: some Collection<UInt8>, idKey: String?) -> Result<PayloadReader, DecodeFailure> {
+        let json: JSON
+        do {
+            json = try JSON.parse(bytes)
+        } catch {
+            if bytes.count > WireLimits.maxPayloadBytes {
+                return .failure(DecodeFailure(id: "", Rejection(.payloadTooLarge, "payload is \(bytes.count) bytes; the limit is \(WireLimits.maxPayloadBytes)")))
+            }
+            return .failure(DecodeFailure(id: "", .invalid(error.description)))
+        }
+        var id = ""
+        if let idKey, let candidate = json[idKey]?.stringValue, Identifier.isValid(candidate) {
+            id = candidate
+        }
+        if bytes.count > WireLimits.maxPayloadBytes {
+            return .failure(DecodeFailure(id: id, Rejection(.payloadTooLarge, "payload is \(bytes.count) bytes; the limit is \(WireLimits.maxPayloadBytes)")))
+        }
+        guard case .object = json else {
+            return .failure(DecodeFailure(id: id, .invalid("payload must be a JSON object, not \(json.typeName)")))
+        }
+        return .success(PayloadReader(object: json, id: id))
+    }
+
+    public init(object: JSON, id: String = "") {
+        self.object = object
+        self.id = id
+    }
+
+    public func has(_ key: String) -> Bool {
+        guard let v = object[key] else { return false }
+        return !v.isNull
+    }
+
+    public func identifier(_ key: String) throws(Rejection) -> String {
+        let s = try string(key)
+        guard Identifier.isValid(s) else {
+            throw .invalid("\(key) must be 1-\(Identifier.maxLength) characters of A-Z a-z 0-9 _ . -")
+        }
+        return s
+    }
+
+    public func string(_ key: String) throws(Rejection) -> String {
+        guard let value = object[key], !value.isNull else { throw .invalid("\(key) is required") }
+        guard let s = value.stringValue else { throw .invalid("\(key) must be a string, not \(value.typeName)") }
+        return s
+    }
+
+    public func optionalString(_ key: String) throws(Rejection) -> String? {
+        guard let value = object[key], !value.isNull else { return nil }
+        guard let s = value.stringValue else { throw .invalid("\(key) must be a string, not \(value.typeName)") }
+        return s
+    }
+
+    /// An integer (milliseconds, counts). Fractions and out-of-range values are refused.
+    public func int64(_ key: String) throws(Rejection) -> Int64 {
+        guard let value = object[key], !value.isNull else { throw .invalid("\(key) is required") }
+        guard let i = value.int64Value else { throw .invalid("\(key) must be an integer, not \(value.typeName == "number" ? "a fraction" : value.typeName)") }
+        return i
+    }
+
+    /// A finite number.
+    public func double(_ key: String) throws(Rejection) -> Double {
+        guard let value = object[key], !value.isNull else { throw .invalid("\(key) is required") }
+        guard let d = value.doubleValue, d.isFinite else { throw .invalid("\(key) must be a finite number, not \(value.typeName)") }
+        return d
+    }
+
+    public func optionalDouble(_ key: String) throws(Rejection) -> Double? {
+        guard has(key) else { return nil }
+        return try double(key)
+    }
+
+    /// A string that must be one of an enum's raw values.
+    public func oneOf<E: RawRepresentable & CaseIterable>(_ key: String, _: E.Type) throws(Rejection) -> E where E.RawValue == String {
+        let s = try string(key)
+        guard let e = E(rawValue: s) else {
+            throw .invalid("\(key) must be one of \(E.allCases.map(\.rawValue).joined(separator: ", "))")
+        }
+        return e
+    }
+
+    public func optionalOneOf<E: RawRepresentable & CaseIterable>(_ key: String, _ type: E.Type) throws(Rejection) -> E? where E.RawValue == String {
+        guard has(key) else { return nil }
+        return try oneOf(key, type)
+    }
+
+    /// A nested object, read with its own reader.
+    public func nested(_ key: String) throws(Rejection) -> PayloadReader {
+        guard let value = object[key], !value.isNull else { throw .invalid("\(key) is required") }
+        guard case .object = value else { throw .invalid("\(key) must be an object, not \(value.typeName)") }
+        return PayloadReader(object: value)
+    }
+}
