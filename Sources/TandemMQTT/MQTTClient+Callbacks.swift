@@ -1,0 +1,131 @@
+import CMosquitto
+
+/// libmosquitto's callbacks. They run on the loop thread: each copies what it was given
+/// and hands it on (continuations, streams); none runs caller code or blocks.
+extension ClientCore {
+    static func from(_ context: UnsafeMutableRawPointer?) -> ClientCore {
+        Unmanaged<ClientCore>.fromOpaque(context!).takeUnretainedValue()
+    }
+
+    func installCallbacks() {
+        mosquitto_connect_v5_callback_set(mosq) { _, context, reason, flags, _ in
+            ClientCore.from(context).didConnect(reason: reason, flags: flags)
+        }
+        mosquitto_disconnect_v5_callback_set(mosq) { _, context, rc, _ in
+            let core = ClientCore.from(context)
+            let reason = rc == 0 ? "disconnected by request" : "connection lost: \(LibMosquitto.errorString(rc))"
+            _ = core.markDisconnected(reason: reason)
+        }
+        mosquitto_publish_v5_callback_set(mosq) { _, context, mid, reason, _ in
+            ClientCore.from(context).didPublish(mid: mid, reason: reason)
+        }
+        mosquitto_subscribe_v5_callback_set(mosq) { _, context, mid, count, granted, _ in
+            let codes = (0..<Int(count)).map { granted![$0] }
+            ClientCore.from(context).didSubscribe(mid: mid, granted: codes)
+        }
+        mosquitto_message_v5_callback_set(mosq) { _, context, message, _ in
+            guard let m = message?.pointee else { return }
+            // libmosquitto frees the message when this returns: copy it out now.
+            let topic = String(cString: m.topic)
+            let payload: [UInt8]
+            if m.payloadlen > 0, let base = m.payload {
+                payload = Array(UnsafeRawBufferPointer(start: base, count: Int(m.payloadlen)))
+            } else {
+                payload = []
+            }
+            let copied = MQTTMessage(topic: topic, payload: payload, qos: m.qos == 0 ? .atMostOnce : .atLeastOnce, retain: m.retain)
+            ClientCore.from(context).deliver(copied)
+        }
+    }
+
+    func didConnect(reason: Int32, flags: Int32) {
+        guard reason == 0 else {
+            let error = MQTTError(.connectionRefused(reason: reason), "broker \(configuration.host):\(configuration.port) refused the connection: \(LibMosquitto.reasonString(reason))")
+            logger.error("\(error.message)")
+            if error.isPermanent {
+                let waiters = state.withLock { s -> [CheckedContinuation<Void, any Error>] in
+                    s.permanentFailure = error
+                    defer { s.connectWaiters.removeAll() }
+                    return Array(s.connectWaiters.values)
+                }
+                waiters.forEach { $0.resume(throwing: error) }
+                _ = mosquitto_disconnect_v5(mosq, 0, nil)
+            }
+            eventsContinuation.yield(.disconnected(reason: error.message))
+            return
+        }
+        let sessionPresent = flags & 1 == 1
+        let ready: Bool = state.withLock { s in
+            s.connected = true
+            // Resend subscriptions on the first connection of this process (so retained
+            // messages arrive) and whenever the broker kept no session for us.
+            let resubscribe = !s.everConnected || !sessionPresent
+            s.everConnected = true
+            s.restoringMids.removeAll()
+            if resubscribe {
+                for entry in s.subscriptions.values {
+                    do throws(MQTTError) {
+                        let mid = try sendSubscribe(entry.filters, qos: entry.qos)
+                        s.restoringMids.insert(mid)
+                        s.subscribeAcks[mid] = SubscribeWaiter(filters: entry.filters, continuation: nil)
+                    } catch {
+                        logger.error("\(error.message)")
+                    }
+                }
+            }
+            return s.restoringMids.isEmpty
+        }
+        logger.debug("connected to \(configuration.host):\(configuration.port) (session present: \(sessionPresent))")
+        if ready { becameReady(sessionPresent: sessionPresent) }
+    }
+
+    private func becameReady(sessionPresent: Bool) {
+        let waiters = state.withLock { s -> [CheckedContinuation<Void, any Error>] in
+            defer { s.connectWaiters.removeAll() }
+            return Array(s.connectWaiters.values)
+        }
+        eventsContinuation.yield(.connected(sessionPresent: sessionPresent))
+        waiters.forEach { $0.resume() }
+    }
+
+    func didPublish(mid: Int32, reason: Int32) {
+        let pending = state.withLock { s -> CheckedContinuation<Void, any Error>? in
+            guard let p = s.publishes.removeValue(forKey: mid) else { return nil }
+            s.publishTokens.removeValue(forKey: p.token)
+            return p.continuation
+        }
+        guard let pending else { return }
+        if MQTTError.isFailure(reason: reason) {
+            pending.resume(throwing: MQTTError(.refused(reason: reason), "broker refused the publish: \(LibMosquitto.reasonString(reason)) (0x\(String(reason, radix: 16)))"))
+        } else {
+            pending.resume()
+        }
+    }
+
+    func didSubscribe(mid: Int32, granted: [Int32]) {
+        let (waiter, filters, nowReady) = state.withLock { s -> (SubscribeWaiter?, [String], Bool) in
+            let waiter = s.subscribeAcks.removeValue(forKey: mid)
+            let wasRestoring = s.restoringMids.remove(mid) != nil
+            return (waiter, waiter?.filters ?? [], wasRestoring && s.restoringMids.isEmpty)
+        }
+        let refused = zip(filters, granted).filter { MQTTError.isFailure(reason: $0.1) }
+        if let waiter = waiter?.continuation {
+            if let (filter, code) = refused.first {
+                waiter.resume(throwing: MQTTError(.refused(reason: code), "broker refused the subscription to \(filter): \(LibMosquitto.reasonString(code))"))
+            } else {
+                waiter.resume()
+            }
+        } else if !refused.isEmpty {
+            logger.error("broker refused the subscription to \(refused.map(\.0).joined(separator: ", "))")
+        }
+        if nowReady { becameReady(sessionPresent: true) }
+    }
+
+    func deliver(_ message: MQTTMessage) {
+        state.withLock { s in
+            for entry in s.subscriptions.values where entry.filters.contains(where: { LibMosquitto.topicMatches(filter: $0, topic: message.topic) }) {
+                entry.continuation.yield(message)
+            }
+        }
+    }
+}

@@ -1,0 +1,459 @@
+import CMosquitto
+import Foundation
+import Logging
+import Synchronization
+
+/// An MQTT v5 client over libmosquitto, for async/await.
+///
+/// libmosquitto runs on a thread of this client's own (``ClientCore/runLoop()``): it
+/// connects, reconnects with a capped backoff, and calls back on that thread. The
+/// callbacks copy what they receive and hand it over through continuations and
+/// `AsyncStream`s; they never run caller code.
+///
+/// - Publishing QoS 1 with ``publish(_:payload:qos:retain:)`` returns when the broker's
+///   PUBACK arrives and throws on a negative reason code, on disconnect and on
+///   cancellation. ``enqueue(_:payload:qos:retain:)`` hands the message to libmosquitto
+///   and returns, which keeps QoS 1 messages across reconnects and retries them.
+/// - ``subscribe(_:qos:)`` gives an `AsyncSequence` of messages; it unsubscribes when
+///   the consumer stops. Subscriptions made before ``connect()`` are sent with the
+///   first CONNECT, so nothing the broker has queued for a persistent session is
+///   delivered before anyone listens.
+public final class MQTTClient: Sendable {
+    let core: ClientCore
+    public let configuration: MQTTConfiguration
+
+    /// Connection events (connected, disconnected with the reason), newest kept.
+    public var events: AsyncStream<MQTTConnectionEvent> { core.events }
+
+    public init(configuration: MQTTConfiguration, logger: Logger = Logger(label: "tandem.mqtt")) throws(MQTTError) {
+        self.configuration = configuration
+        self.core = try ClientCore(configuration: configuration, logger: logger)
+    }
+
+    deinit {
+        core.stopLoop()
+    }
+
+    /// Connects and waits until the broker accepted us and every subscription made so
+    /// far is acknowledged. Network failures are retried with backoff while this waits;
+    /// a refusal that retrying cannot fix (bad credentials) throws.
+    public func connect() async throws {
+        try await core.connect()
+    }
+
+    /// Whether the connection is up at this moment.
+    public var isConnected: Bool { core.isConnected }
+
+    /// Publishes and, for QoS 1, waits for the broker's PUBACK.
+    public func publish(_ topic: String, payload: [UInt8], qos: MQTTQoS = .atLeastOnce, retain: Bool = false) async throws {
+        try await core.publish(topic, payload: payload, qos: qos, retain: retain)
+    }
+
+    /// Hands the message to libmosquitto and returns at once. QoS 1 messages are kept
+    /// and retried by libmosquitto across reconnects of this process.
+    public func enqueue(_ topic: String, payload: [UInt8], qos: MQTTQoS = .atLeastOnce, retain: Bool = false) throws(MQTTError) {
+        try core.enqueue(topic, payload: payload, qos: qos, retain: retain)
+    }
+
+    /// Subscribes to topic filters. Connected: waits for the SUBACK and throws if the
+    /// broker refused a filter. Not yet connected: registers them for the next CONNECT.
+    public func subscribe(_ filters: [String], qos: MQTTQoS = .atLeastOnce) async throws -> MQTTSubscription {
+        try await core.subscribe(filters, qos: qos)
+    }
+
+    public func subscribe(_ filter: String, qos: MQTTQoS = .atLeastOnce) async throws -> MQTTSubscription {
+        try await subscribe([filter], qos: qos)
+    }
+
+    /// Sends DISCONNECT (so no will is published), stops the loop thread and fails
+    /// whatever still waits. The client cannot be used afterwards.
+    public func disconnect() async {
+        await core.shutdown()
+    }
+}
+
+/// The part of the client that libmosquitto's callbacks reach through their context
+/// pointer.
+///
+/// `@unchecked Sendable`: the raw `mosquitto*` is used by the loop thread and by
+/// callers' threads at once, which libmosquitto supports once `mosquitto_threaded_set`
+/// is on (its own mutexes guard the packet queues); every piece of Swift state here is
+/// behind `state`, a `Mutex`.
+final class ClientCore: @unchecked Sendable {
+    let configuration: MQTTConfiguration
+    let logger: Logger
+    let mosq: OpaquePointer
+    let state = Mutex(State())
+    let events: AsyncStream<MQTTConnectionEvent>
+    let eventsContinuation: AsyncStream<MQTTConnectionEvent>.Continuation
+    /// Wakes the loop thread out of its backoff sleep when stopping.
+    let wake = DispatchSemaphore(value: 0)
+    let loopFinished = DispatchSemaphore(value: 0)
+
+    struct State {
+        enum Phase { case idle, running, stopping, stopped }
+        var phase = Phase.idle
+        var connected = false
+        /// A CONNACK has been seen on this connection and subscriptions are (re)sent.
+        var everConnected = false
+        var nextToken: UInt64 = 1
+        var publishes: [Int32: (token: UInt64, continuation: CheckedContinuation<Void, any Error>)] = [:]
+        var publishTokens: [UInt64: Int32] = [:]
+        var cancelledTokens: Set<UInt64> = []
+        var subscribeAcks: [Int32: SubscribeWaiter] = [:]
+        var subscriptions: [UInt64: SubscriptionEntry] = [:]
+        var connectWaiters: [UInt64: CheckedContinuation<Void, any Error>] = [:]
+        /// SUBACKs still outstanding before the connection counts as ready.
+        var restoringMids: Set<Int32> = []
+        var permanentFailure: MQTTError?
+    }
+
+    struct SubscriptionEntry {
+        var filters: [String]
+        var qos: MQTTQoS
+        var continuation: AsyncThrowingStream<MQTTMessage, any Error>.Continuation
+    }
+
+    struct SubscribeWaiter {
+        var filters: [String]
+        var continuation: CheckedContinuation<Void, any Error>?
+    }
+
+    init(configuration: MQTTConfiguration, logger: Logger) throws(MQTTError) {
+        _ = LibMosquitto.initialised
+        self.configuration = configuration
+        self.logger = logger
+        (events, eventsContinuation) = AsyncStream.makeStream(of: MQTTConnectionEvent.self, bufferingPolicy: .bufferingNewest(64))
+        let cleanStart = configuration.session == .cleanStart
+        guard let handle = mosquitto_new(configuration.clientId, cleanStart, nil) else {
+            throw MQTTError(.library(code: MOSQ_ERR_NOMEM.rawValue), "mosquitto_new failed for client id \(configuration.clientId)")
+        }
+        mosq = handle
+        do {
+            try configure()
+        } catch {
+            mosquitto_destroy(handle)
+            throw error
+        }
+    }
+
+    deinit {
+        mosquitto_destroy(mosq)
+    }
+
+    private func configure() throws(MQTTError) {
+        let c = configuration
+        try MQTTError.check(mosquitto_int_option(mosq, MOSQ_OPT_PROTOCOL_VERSION, Int32(MQTT_PROTOCOL_V5)), "set MQTT v5")
+        try MQTTError.check(mosquitto_int_option(mosq, MOSQ_OPT_TCP_NODELAY, 1), "set TCP_NODELAY")
+        try MQTTError.check(mosquitto_int_option(mosq, MOSQ_OPT_SEND_MAXIMUM, Int32(clamping: max(1, min(65535, c.maxInflight)))), "set send maximum")
+        try MQTTError.check(mosquitto_int_option(mosq, MOSQ_OPT_RECEIVE_MAXIMUM, Int32(clamping: max(1, min(65535, c.receiveMaximum)))), "set receive maximum")
+        try MQTTError.check(mosquitto_threaded_set(mosq, true), "set threaded mode")
+        if let username = c.username {
+            try MQTTError.check(mosquitto_username_pw_set(mosq, username, c.password), "set username")
+        }
+        if let will = c.will {
+            let rc = will.payload.withUnsafeBytes { buf in
+                mosquitto_will_set_v5(mosq, will.topic, Int32(buf.count), buf.baseAddress, will.qos.rawValue, will.retain, nil)
+            }
+            try MQTTError.check(rc, "set will on \(will.topic)")
+        }
+        mosquitto_user_data_set(mosq, Unmanaged.passUnretained(self).toOpaque())
+        installCallbacks()
+    }
+
+    var isConnected: Bool { state.withLock { $0.connected } }
+
+    // MARK: Connecting
+
+    func connect() async throws {
+        let token = state.withLock { s -> UInt64 in
+            defer { s.nextToken += 1 }
+            return s.nextToken
+        }
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                let action: (any Error)?? = state.withLock { s in
+                    if let failure = s.permanentFailure { return .some(failure) }
+                    if s.phase == .stopping || s.phase == .stopped { return .some(MQTTError(.shutDown, "the client is shut down")) }
+                    if s.cancelledTokens.remove(token) != nil { return .some(CancellationError()) }
+                    if s.connected && s.restoringMids.isEmpty { return .some(nil) }
+                    s.connectWaiters[token] = continuation
+                    return .none
+                }
+                switch action {
+                case .some(.some(let error)): continuation.resume(throwing: error)
+                case .some(.none): continuation.resume()
+                case .none: startLoopIfNeeded()
+                }
+            }
+        } onCancel: {
+            let waiter = state.withLock { s -> CheckedContinuation<Void, any Error>? in
+                if let w = s.connectWaiters.removeValue(forKey: token) { return w }
+                s.cancelledTokens.insert(token)
+                return nil
+            }
+            waiter?.resume(throwing: CancellationError())
+        }
+    }
+
+    func startLoopIfNeeded() {
+        let start = state.withLock { s -> Bool in
+            guard s.phase == .idle else { return false }
+            s.phase = .running
+            return true
+        }
+        guard start else { return }
+        let thread = Thread { [self] in self.runLoop() }
+        thread.name = "mqtt-\(configuration.clientId)"
+        thread.start()
+    }
+
+    /// The loop thread: connect, run libmosquitto's loop, and on failure wait a backoff
+    /// and connect again, until stopped or refused for good.
+    func runLoop() {
+        var delay = configuration.reconnectDelay
+        var socketOpen = false
+        defer { loopFinished.signal() }
+        while true {
+            let phase = state.withLock { $0.phase }
+            if phase != .running { break }
+            if !socketOpen {
+                let rc = connectOnce()
+                if rc == MOSQ_ERR_SUCCESS.rawValue {
+                    socketOpen = true
+                } else {
+                    let reason = "connect to \(configuration.host):\(configuration.port) failed: \(LibMosquitto.errorString(rc)) (errno \(errno): \(String(cString: strerror(errno))))"
+                    logger.warning("\(reason); retrying in \(delay) s")
+                    eventsContinuation.yield(.disconnected(reason: reason))
+                    _ = wake.wait(timeout: .now() + delay)
+                    delay = min(delay * 2, configuration.reconnectDelayMax)
+                    continue
+                }
+            }
+            let rc = mosquitto_loop(mosq, 1000, 1)
+            if rc != MOSQ_ERR_SUCCESS.rawValue {
+                socketOpen = false
+                let wasConnected = markDisconnected(reason: "connection lost: \(LibMosquitto.errorString(rc))")
+                if wasConnected { delay = configuration.reconnectDelay }
+                let (phase, permanent) = state.withLock { ($0.phase, $0.permanentFailure) }
+                if phase != .running || permanent != nil { break }
+                logger.info("MQTT connection to \(configuration.host):\(configuration.port) lost (\(LibMosquitto.errorString(rc))); reconnecting in \(delay) s")
+                _ = wake.wait(timeout: .now() + delay)
+                delay = min(delay * 2, configuration.reconnectDelayMax)
+            }
+        }
+        // Flush a final DISCONNECT if one was queued.
+        if socketOpen {
+            for _ in 0..<20 where mosquitto_loop(mosq, 50, 1) == MOSQ_ERR_SUCCESS.rawValue {}
+        }
+        _ = markDisconnected(reason: "client shut down")
+        state.withLock { $0.phase = .stopped }
+    }
+
+    private func connectOnce() -> Int32 {
+        var props: OpaquePointer? = nil  // mosquitto_property list (opaque to Swift)
+        if case .persistent(let expiry) = configuration.session {
+            mosquitto_property_add_int32(&props, Int32(MQTT_PROP_SESSION_EXPIRY_INTERVAL.rawValue), expiry)
+        }
+        defer { mosquitto_property_free_all(&props) }
+        return mosquitto_connect_bind_v5(
+            mosq, configuration.host, Int32(configuration.port), Int32(configuration.keepAlive), nil, props)
+    }
+
+    // MARK: Publishing
+
+    func enqueue(_ topic: String, payload: [UInt8], qos: MQTTQoS, retain: Bool) throws(MQTTError) {
+        let rc = payload.withUnsafeBytes { buf in
+            mosquitto_publish_v5(mosq, nil, topic, Int32(buf.count), buf.baseAddress, qos.rawValue, retain, nil)
+        }
+        try MQTTError.check(rc, "publish to \(topic)")
+    }
+
+    func publish(_ topic: String, payload: [UInt8], qos: MQTTQoS, retain: Bool) async throws {
+        if qos == .atMostOnce {
+            guard isConnected else { throw MQTTError(.notConnected, "publish to \(topic): not connected") }
+            try enqueue(topic, payload: payload, qos: qos, retain: retain)
+            return
+        }
+        let token = state.withLock { s -> UInt64 in
+            defer { s.nextToken += 1 }
+            return s.nextToken
+        }
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                // The lock is held across mosquitto_publish so that the PUBACK callback,
+                // which takes the same lock, cannot run before the continuation is filed.
+                let failure: (any Error)? = state.withLock { s in
+                    if s.cancelledTokens.remove(token) != nil { return CancellationError() }
+                    guard s.phase == .running else { return MQTTError(.shutDown, "publish to \(topic): the client is shut down") }
+                    guard s.connected else { return MQTTError(.notConnected, "publish to \(topic): not connected") }
+                    var mid: Int32 = 0
+                    let rc = payload.withUnsafeBytes { buf in
+                        mosquitto_publish_v5(mosq, &mid, topic, Int32(buf.count), buf.baseAddress, qos.rawValue, retain, nil)
+                    }
+                    if rc != MOSQ_ERR_SUCCESS.rawValue {
+                        return MQTTError(.library(code: rc), "publish to \(topic): \(LibMosquitto.errorString(rc))")
+                    }
+                    s.publishes[mid] = (token, continuation)
+                    s.publishTokens[token] = mid
+                    return nil
+                }
+                if let failure { continuation.resume(throwing: failure) }
+            }
+        } onCancel: {
+            let waiter = state.withLock { s -> CheckedContinuation<Void, any Error>? in
+                guard let mid = s.publishTokens.removeValue(forKey: token) else {
+                    s.cancelledTokens.insert(token)
+                    return nil
+                }
+                return s.publishes.removeValue(forKey: mid)?.continuation
+            }
+            waiter?.resume(throwing: CancellationError())
+        }
+    }
+
+    // MARK: Subscribing
+
+    func subscribe(_ filters: [String], qos: MQTTQoS) async throws -> MQTTSubscription {
+        for filter in filters {
+            guard mosquitto_sub_topic_check(filter) == MOSQ_ERR_SUCCESS.rawValue else {
+                throw MQTTError(.library(code: MOSQ_ERR_INVAL.rawValue), "invalid topic filter: \(filter)")
+            }
+        }
+        let (stream, continuation) = AsyncThrowingStream.makeStream(of: MQTTMessage.self)
+        let (id, connected) = state.withLock { s -> (UInt64, Bool) in
+            let id = s.nextToken
+            s.nextToken += 1
+            s.subscriptions[id] = SubscriptionEntry(filters: filters, qos: qos, continuation: continuation)
+            return (id, s.connected)
+        }
+        continuation.onTermination = { [weak self] _ in self?.removeSubscription(id) }
+        let subscription = MQTTSubscription(stream: stream)
+        guard connected else { return subscription }
+        do {
+            try await withCheckedThrowingContinuation { (waiter: CheckedContinuation<Void, any Error>) in
+                enum Filed { case waiting, restoredOnReconnect, failed(MQTTError) }
+                let filed: Filed = state.withLock { s in
+                    // Dropped meanwhile: the reconnect resends every registered filter.
+                    guard s.connected else { return .restoredOnReconnect }
+                    do throws(MQTTError) {
+                        let mid = try sendSubscribe(filters, qos: qos)
+                        s.subscribeAcks[mid] = SubscribeWaiter(filters: filters, continuation: waiter)
+                        return .waiting
+                    } catch {
+                        return .failed(error)
+                    }
+                }
+                switch filed {
+                case .waiting: break
+                case .restoredOnReconnect: waiter.resume()
+                case .failed(let error): waiter.resume(throwing: error)
+                }
+            }
+        } catch {
+            removeSubscription(id)
+            throw error
+        }
+        return subscription
+    }
+
+    /// Sends SUBSCRIBE; call with the state lock held so the SUBACK cannot overtake.
+    func sendSubscribe(_ filters: [String], qos: MQTTQoS) throws(MQTTError) -> Int32 {
+        var mid: Int32 = 0
+        var cStrings = filters.map { strdup($0) }
+        defer { cStrings.forEach { free($0) } }
+        let rc = cStrings.withUnsafeMutableBufferPointer { buf in
+            buf.baseAddress!.withMemoryRebound(to: UnsafeMutablePointer<CChar>?.self, capacity: buf.count) { ptr in
+                mosquitto_subscribe_multiple(mosq, &mid, Int32(filters.count), ptr, qos.rawValue, 0, nil)
+            }
+        }
+        try MQTTError.check(rc, "subscribe to \(filters.joined(separator: ", "))")
+        return mid
+    }
+
+    func removeSubscription(_ id: UInt64) {
+        state.withLock { s in
+            guard let entry = s.subscriptions.removeValue(forKey: id) else { return }
+            let stillUsed = Set(s.subscriptions.values.flatMap(\.filters))
+            let unused = entry.filters.filter { !stillUsed.contains($0) }
+            guard s.connected, !unused.isEmpty else { return }
+            for filter in unused {
+                _ = mosquitto_unsubscribe_v5(mosq, nil, filter, nil)
+            }
+        }
+    }
+
+    // MARK: Shutting down
+
+    func shutdown() async {
+        let wasRunning = state.withLock { s -> Bool in
+            let running = s.phase == .running
+            if s.phase == .idle { s.phase = .stopped }
+            if running { s.phase = .stopping }
+            return running
+        }
+        guard wasRunning else {
+            _ = markDisconnected(reason: "client shut down")
+            return
+        }
+        _ = mosquitto_disconnect_v5(mosq, 0, nil)
+        wake.signal()
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            let thread = Thread { [self] in
+                loopFinished.wait()
+                done.resume()
+            }
+            thread.start()
+        }
+    }
+
+    /// Stops the loop thread without waiting (deinit of the owning client).
+    func stopLoop() {
+        let running = state.withLock { s -> Bool in
+            let running = s.phase == .running
+            s.phase = .stopping
+            return running
+        }
+        if running {
+            _ = mosquitto_disconnect_v5(mosq, 0, nil)
+            wake.signal()
+            loopFinished.wait()
+        }
+        eventsContinuation.finish()
+    }
+
+    /// Fails everything that waits on this connection; returns whether it was up.
+    func markDisconnected(reason: String) -> Bool {
+        let (wasConnected, publishes, acks, connectWaiters, permanent, stopping) = state.withLock { s in
+            let was = s.connected
+            s.connected = false
+            let p = s.publishes.values.map(\.continuation)
+            s.publishes.removeAll()
+            s.publishTokens.removeAll()
+            let a = s.subscribeAcks.values.compactMap(\.continuation)
+            s.subscribeAcks.removeAll()
+            s.restoringMids.removeAll()
+            var waiters: [CheckedContinuation<Void, any Error>] = []
+            let stopping = s.phase != .running
+            if s.permanentFailure != nil || stopping {
+                waiters = Array(s.connectWaiters.values)
+                s.connectWaiters.removeAll()
+            }
+            return (was, p, a, waiters, s.permanentFailure, stopping)
+        }
+        let error = MQTTError(.disconnected, reason)
+        publishes.forEach { $0.resume(throwing: error) }
+        acks.forEach { $0.resume(throwing: error) }
+        let waiterError = permanent ?? MQTTError(.shutDown, reason)
+        connectWaiters.forEach { $0.resume(throwing: waiterError) }
+        if wasConnected { eventsContinuation.yield(.disconnected(reason: reason)) }
+        if stopping {
+            let subs = state.withLock { s -> [AsyncThrowingStream<MQTTMessage, any Error>.Continuation] in
+                defer { s.subscriptions.removeAll() }
+                return s.subscriptions.values.map(\.continuation)
+            }
+            subs.forEach { $0.finish() }
+        }
+        return wasConnected
+    }
+}

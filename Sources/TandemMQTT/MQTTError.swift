@@ -1,0 +1,76 @@
+import CMosquitto
+
+/// Every failure of the client, with libmosquitto's own words where it gave any.
+public struct MQTTError: Error, Sendable, Equatable, CustomStringConvertible {
+    public enum Kind: Sendable, Equatable {
+        /// A libmosquitto call failed (`mosquitto_strerror`).
+        case library(code: Int32)
+        /// The broker refused the connection (CONNACK reason).
+        case connectionRefused(reason: Int32)
+        /// The broker answered a publish or subscribe with a negative reason code
+        /// (e.g. 0x87 not authorised).
+        case refused(reason: Int32)
+        /// The connection dropped while the operation waited.
+        case disconnected
+        /// No connection at the moment of the call.
+        case notConnected
+        /// The client is shut down.
+        case shutDown
+    }
+
+    public var kind: Kind
+    public var message: String
+
+    public init(_ kind: Kind, _ message: String) {
+        self.kind = kind
+        self.message = message
+    }
+
+    public var description: String { message }
+
+    /// Turns a libmosquitto return code into an error carrying `mosquitto_strerror`.
+    static func check(_ rc: Int32, _ doing: @autoclosure () -> String) throws(MQTTError) {
+        guard rc != MOSQ_ERR_SUCCESS.rawValue else { return }
+        throw MQTTError(.library(code: rc), "\(doing()): \(LibMosquitto.errorString(rc))")
+    }
+
+    /// Whether `reason` is an MQTT v5 failure code (0x80 and above).
+    static func isFailure(reason: Int32) -> Bool { reason >= 0x80 }
+
+    /// `true` for refusals that retrying cannot fix (credentials, authorisation).
+    var isPermanent: Bool {
+        if case .connectionRefused(let reason) = kind {
+            // 0x84 unsupported protocol, 0x85 bad client id, 0x86 bad credentials,
+            // 0x87 not authorised, 0x8C bad auth method; v3 codes 1-5.
+            return [0x84, 0x85, 0x86, 0x87, 0x8C, 1, 2, 4, 5].contains(reason)
+        }
+        return false
+    }
+}
+
+/// libmosquitto's process-wide setup and strings.
+enum LibMosquitto {
+    /// `mosquitto_lib_init` runs once, before the first client (a global is lazily and
+    /// atomically initialised).
+    static let initialised: Bool = {
+        mosquitto_lib_init()
+        return true
+    }()
+
+    static func errorString(_ rc: Int32) -> String {
+        String(cString: mosquitto_strerror(rc))
+    }
+
+    static func reasonString(_ reason: Int32) -> String {
+        String(cString: mosquitto_reason_string(reason))
+    }
+
+    static func connackString(_ code: Int32) -> String {
+        String(cString: mosquitto_connack_string(code))
+    }
+
+    static func topicMatches(filter: String, topic: String) -> Bool {
+        var result = false
+        return mosquitto_topic_matches_sub(filter, topic, &result) == MOSQ_ERR_SUCCESS.rawValue && result
+    }
+}
