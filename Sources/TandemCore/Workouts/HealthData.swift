@@ -1,0 +1,56 @@
+/// One health sample from the watch (CONTRACT "Workouts"): beats per minute, steps per
+/// minute, kilocalories so far.
+public struct HealthData: Sendable, Equatable {
+    public let timestamp: Millis
+    public let heartRate: Double
+    public let cadence: Double
+    public let activeEnergy: Double
+
+    public init(timestamp: Millis, heartRate: Double, cadence: Double, activeEnergy: Double) {
+        self.timestamp = timestamp
+        self.heartRate = heartRate
+        self.cadence = cadence
+        self.activeEnergy = activeEnergy
+    }
+
+    /// The receipt id of a rejected health sample.
+    public static func receiptId(timestamp: Millis) -> String { "health:\(timestamp)" }
+
+    /// Reads a HealthData payload: finite numbers, none negative. The failure's id is
+    /// `health:<timestamp>` when the timestamp could be read, else "".
+    public static func decode(_ bytes: some Collection<UInt8>) -> Result<HealthData, DecodeFailure> {
+        let reader: PayloadReader
+        switch PayloadReader.read(bytes, idKey: nil) {
+        case .success(let r): reader = r
+        case .failure(let failure): return .failure(failure)
+        }
+        let id = (try? reader.int64("timestamp")).map(receiptId(timestamp:)) ?? ""
+        do throws(Rejection) {
+            return .success(try HealthData(reader: reader))
+        } catch {
+            return .failure(DecodeFailure(id: id, error))
+        }
+    }
+
+    init(reader: PayloadReader) throws(Rejection) {
+        timestamp = try reader.int64("timestamp")
+        heartRate = try reader.nonNegative("heartRate")
+        cadence = try reader.nonNegative("cadence")
+        activeEnergy = try reader.nonNegative("activeEnergy")
+    }
+
+    /// Reads a HealthData object nested in a snapshot.
+    public init(json: JSON) throws(Rejection) {
+        guard case .object = json else { throw .invalid("health must be an object, not \(json.typeName)") }
+        try self.init(reader: PayloadReader(object: json))
+    }
+
+    public var json: JSON {
+        .obj([
+            "timestamp": .int(timestamp),
+            "heartRate": .double(heartRate),
+            "cadence": .double(cadence),
+            "activeEnergy": .double(activeEnergy),
+        ])
+    }
+}
