@@ -103,6 +103,7 @@ let package = Package(
         .testTarget(name: "TandemCoreTests", dependencies: ["TandemCore"]),
         .testTarget(name: "TandemStoreTests", dependencies: ["TandemStore"]),
         .testTarget(name: "TandemMQTTTests", dependencies: ["TandemMQTT", "TestSupport"]),
+        .testTarget(name: "TandemAgentTests", dependencies: ["TandemAgent", "TandemCore"]),
         .testTarget(
             name: "TandemIntegrationTests",
             dependencies: ["TandemCore", "TandemMQTT", "TestSupport"]
