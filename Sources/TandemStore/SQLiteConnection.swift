@@ -61,11 +61,16 @@ public final class SQLiteConnection {
                 let mode = try queryOne("PRAGMA journal_mode=WAL") { $0.text(0) }
                 if mode?.lowercased() != "wal" && path != ":memory:" && !path.isEmpty {
                     throw SQLiteError(code: .error, message: "journal_mode is \(mode ?? "unknown"), not wal",
-                                      context: "PRAGMA journal_mode=WAL on \(path)")
+                                      context: "PRAGMA journal_mode=WAL")
                 }
             }
             try execute("PRAGMA synchronous=\(options.synchronous.rawValue)")
             try execute("PRAGMA foreign_keys=ON")
+        } catch var error as SQLiteError {
+            close()
+            // Name the file: "PRAGMA journal_mode=WAL" alone does not say which database is bad.
+            error.context = "open \(path): \(error.context)"
+            throw error
         } catch {
             close()
             throw error

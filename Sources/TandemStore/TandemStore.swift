@@ -33,13 +33,21 @@ public actor TandemStore {
     }
 
     private init(path: String, migrations: [Migration], options: SQLiteConnection.Options) throws {
-        try Platform.createParentDirectory(of: path)
-        let connection = try SQLiteConnection(path: path, options: options)
-        try connection.migrate(migrations)
-        let meta = try connection.query("SELECT key, value FROM meta WHERE key IN ('epoch', 'created_at')") {
-            ($0.text(0), $0.text(1))
+        let connection: SQLiteConnection
+        let values: [String: String]
+        do {
+            try Platform.createParentDirectory(of: path)
+            connection = try SQLiteConnection(path: path, options: options)
+            try connection.migrate(migrations)
+            let meta = try connection.query("SELECT key, value FROM meta WHERE key IN ('epoch', 'created_at')") {
+                ($0.text(0), $0.text(1))
+            }
+            values = Dictionary(meta, uniquingKeysWith: { _, last in last })
+        } catch var error as SQLiteError {
+            // Whatever failed while opening, say which database it was.
+            if !error.context.hasPrefix("open \(path)") { error.context = "open \(path): \(error.context)" }
+            throw error
         }
-        let values = Dictionary(meta, uniquingKeysWith: { _, last in last })
         guard let epoch = values["epoch"], !epoch.isEmpty else {
             throw SQLiteError(code: .corrupt, message: "meta has no epoch", context: "open \(path)")
         }
