@@ -106,6 +106,8 @@ final class ClientCore: @unchecked Sendable {
         /// SUBACKs still outstanding before the connection counts as ready.
         var restoringMids: Set<Int32> = []
         var permanentFailure: MQTTError?
+        /// The CONNACK's session-present flag of the current connection.
+        var sessionPresent = false
     }
 
     struct SubscriptionEntry {
