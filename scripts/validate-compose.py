@@ -162,7 +162,8 @@ def check_dockerfile(problems):
 
     if not re.search(rf'\.executable\(\s*name:\s*"{PRODUCT}"', read("Package.swift")):
         problems.append(f"Package.swift declares no executable product '{PRODUCT}'")
-    if not runs_build_command(read("scripts/run").replace("\n", ";")):
+    run_script = os.path.join(REPO, "scripts", "run")
+    if not os.path.isfile(run_script) or not runs_build_command(read("scripts/run").replace("\n", ";")):
         problems.append(f"scripts/run does not build with `{' '.join(BUILD_COMMAND)}` "
                         "like the Dockerfile")
 
