@@ -49,9 +49,10 @@ import TestSupport
         try await withBroker(.open) { broker in
             let id = "persistent-\(UInt32.random(in: 0...UInt32.max))"
             let first = try client(broker, id: id, session: .persistent(expirySeconds: 3600))
-            _ = try await first.subscribe("queue/#")
+            let firstSubscription = try await first.subscribe("queue/#")
             try await first.connect()
             await first.disconnect()
+            _ = firstSubscription
 
             let publisher = try client(broker)
             try await publisher.connect()
@@ -198,5 +199,16 @@ func collect(_ count: Int, from subscription: MQTTSubscription, seconds: Double 
         let result = try await group.next() ?? []
         group.cancelAll()
         return result
+    }
+}
+
+extension MosquittoBroker {
+    /// SIGSTOP: the broker keeps its sockets open but answers nothing.
+    func pause() {
+        if let pid { kill(pid, SIGSTOP) }
+    }
+
+    func resume() {
+        if let pid { kill(pid, SIGCONT) }
     }
 }
