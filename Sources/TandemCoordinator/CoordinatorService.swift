@@ -136,6 +136,11 @@ public final class CoordinatorService: Service {
                     let now = WallClock.now()
                     switch input {
                     case .message(let message):
+                        if case .request(let user) = topics.parseInbound(message.topic) {
+                            engine.metrics.messagesIn += 1
+                            await answer(request: message.payload, from: user, store: store, client: client)
+                            continue
+                        }
                         let immediate = engine.ingest(topic: message.topic, payload: message.payload, now: now)
                         send(immediate, via: client, metrics: &engine.metrics)
                     case .connection(.connected(let sessionPresent)):

@@ -1,0 +1,65 @@
+import Logging
+import TandemCore
+import TandemMQTT
+import TandemStore
+
+/// Queries (DM history, logbook): read from the store and answered on
+/// `users/{userId}/responses`. They bypass the reorder buffer: they change nothing.
+extension CoordinatorService {
+    func answer(request payload: [UInt8], from user: String, store: TandemStore, client: MQTTClient) async {
+        let response: JSON
+        switch ClientRequest.decode(payload) {
+        case .failure(let failure):
+            let kind = (try? JSON.parse(payload))?["type"]?.stringValue
+            response = ClientRequest.errorResponse(requestId: failure.id, kind: kind, failure.rejection)
+        case .success(let request):
+            do {
+                response = try await respond(to: request, from: user, store: store)
+            } catch {
+                logger.error("answering \(request.kind.rawValue) \(request.requestId) for \(user) failed: \(error)")
+                response = ClientRequest.errorResponse(requestId: request.requestId, kind: request.kind.rawValue, .invalid("the coordinator could not read its database"))
+            }
+        }
+        client.enqueueLogged(topics.responses(user: user), payload: response.serialized(), retain: false, logger: logger)
+    }
+
+    private func respond(to request: ClientRequest, from user: String, store: TandemStore) async throws -> JSON {
+        switch request.kind {
+        case .dmHistory:
+            let peer = request.peer ?? ""
+            let key = ConversationKey(user, peer).description
+            // One more than asked tells whether there is more before this page.
+            let rows = try await store.messages(conversation: key, before: request.before, limit: request.limit + 1)
+            let page = rows.prefix(request.limit).reversed()
+            let messages: [JSON] = page.map {
+                DirectMessage(id: $0.id, sender: $0.sender, text: $0.text, sentAt: $0.sentAt, isRead: $0.isRead).json
+            }
+            return .obj([
+                "requestId": .string(request.requestId),
+                "type": .string(request.kind.rawValue),
+                "peer": .string(peer),
+                "messages": .array(messages),
+                "hasMore": .bool(rows.count > request.limit),
+            ])
+        case .logbook:
+            let rows = try await store.logbook(user: user).prefix(request.limit)
+            let workouts: [JSON] = rows.map { row in
+                .obj([
+                    "workoutId": .string(row.workoutId),
+                    "startedAt": .int(row.startedAt),
+                    "endedAt": .int(row.endedAt),
+                    "origin": .string(row.origin),
+                    "mode": .string(row.mode),
+                    "summary": WorkoutSummary(
+                        distance: row.distance, elapsedTime: row.elapsedTime, averagePace: row.averagePace,
+                        averageHeartRate: row.averageHeartRate, maxHeartRate: row.maxHeartRate).json,
+                ])
+            }
+            return .obj([
+                "requestId": .string(request.requestId),
+                "type": .string(request.kind.rawValue),
+                "workouts": .array(workouts),
+            ])
+        }
+    }
+}

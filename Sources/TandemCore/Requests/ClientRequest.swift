@@ -1,0 +1,72 @@
+/// A query a client asks the coordinator on `users/{userId}/requests`, answered on
+/// `users/{userId}/responses`. Queries read the database; they change nothing, get no
+/// receipt, and are not deduplicated (asking twice gets two answers).
+public struct ClientRequest: Sendable, Equatable {
+    public enum Kind: String, Sendable, CaseIterable {
+        /// Older DM messages than the snapshot holds.
+        case dmHistory
+        /// Finished workouts with their summaries.
+        case logbook
+    }
+
+    public static let defaultLimit = 50
+    public static let maxLimit = 200
+
+    public var requestId: String
+    public var kind: Kind
+    /// dmHistory: the other participant.
+    public var peer: String?
+    /// dmHistory: only messages sent strictly before this time.
+    public var before: Millis?
+    public var limit: Int
+
+    public init(requestId: String, kind: Kind, peer: String? = nil, before: Millis? = nil, limit: Int = ClientRequest.defaultLimit) {
+        self.requestId = requestId
+        self.kind = kind
+        self.peer = peer
+        self.before = before
+        self.limit = limit
+    }
+
+    public static func decode(_ bytes: some Collection<UInt8>) -> Result<ClientRequest, DecodeFailure> {
+        switch PayloadReader.read(bytes, idKey: "requestId") {
+        case .failure(let failure):
+            return .failure(failure)
+        case .success(let reader):
+            do throws(Rejection) {
+                let requestId = try reader.identifier("requestId")
+                let kind = try reader.oneOf("type", Kind.self)
+                var request = ClientRequest(requestId: requestId, kind: kind)
+                if reader.has("limit") {
+                    let limit = try reader.int64("limit")
+                    guard (1...Int64(maxLimit)).contains(limit) else { throw Rejection.invalid("limit must be between 1 and \(maxLimit)") }
+                    request.limit = Int(limit)
+                }
+                if kind == .dmHistory {
+                    request.peer = try reader.identifier("peer")
+                    if reader.has("before") { request.before = try reader.int64("before") }
+                }
+                return .success(request)
+            } catch {
+                return .failure(DecodeFailure(id: reader.id, error))
+            }
+        }
+    }
+
+    public var json: JSON {
+        var members: [JSON.Member] = [.init("requestId", .string(requestId)), .init("type", .string(kind.rawValue))]
+        if let peer { members.append(.init("peer", .string(peer))) }
+        if let before { members.append(.init("before", .int(before))) }
+        members.append(.init("limit", .int(Int64(limit))))
+        return .object(members)
+    }
+
+    /// The error answer: `{"requestId","type","error":{"code","message"}}`.
+    public static func errorResponse(requestId: String, kind: String?, _ rejection: Rejection) -> JSON {
+        .obj([
+            "requestId": .string(requestId),
+            "type": JSON(kind),
+            "error": .obj(["code": .string(rejection.code.rawValue), "message": .string(rejection.message)]),
+        ])
+    }
+}
