@@ -38,8 +38,8 @@ extension Engine {
                     text: message.text, sentAt: message.sentAt, isRead: message.isRead))
             }
             messageSeq[key] = seq
-            for id in outcome.markedRead {
-                batch.readMarks.append(DMReadMark(conversation: key.description, id: id))
+            if let sender = outcome.readFrom {
+                batch.readMarks.append(DMReadMark(conversation: key.description, sender: sender))
             }
         }
         return outcome.receipt(id: command.commandId)

@@ -102,14 +102,15 @@ public struct DMMessageRow: Sendable, Equatable {
     }
 }
 
-/// Marks the message `id` of `conversation` read.
+/// Marks every message from `sender` in `conversation` read: what a DM `read` command
+/// does, for the whole stored history (not only the messages a snapshot shows).
 public struct DMReadMark: Sendable, Equatable {
     public var conversation: String
-    public var id: String
+    public var sender: String
 
-    public init(conversation: String, id: String) {
+    public init(conversation: String, sender: String) {
         self.conversation = conversation
-        self.id = id
+        self.sender = sender
     }
 }
 

@@ -178,14 +178,14 @@ import TandemCore
                 ],
                 messages: [Self.message("alice|bob", 1, sentAt: 100), Self.message("alice|bob", 2, sender: "bob", sentAt: 110)],
                 // Appended and read in the same batch: ends up read.
-                readMarks: [DMReadMark(conversation: "alice|bob", id: "m1")],
+                readMarks: [DMReadMark(conversation: "alice|bob", sender: "alice")],
                 logbook: [Self.run, noSummary]
             ))
             // A second batch: the room is replaced, a seen id repeats (keeps its first time).
             try await store.commit(StoreBatch(
                 seenIds: [Self.seen("alice", "e1", at: 999)],
                 entities: [EntityRow(kind: EntityKind.room, key: "r1", version: 2, body: Array("room v2".utf8), updatedAt: 300)],
-                readMarks: [DMReadMark(conversation: "alice|bob", id: "m2"), DMReadMark(conversation: "nobody", id: "x")]
+                readMarks: [DMReadMark(conversation: "alice|bob", sender: "bob"), DMReadMark(conversation: "nobody", sender: "x")]
             ))
 
             #expect(try await store.loadSeenIds(since: 0) == [
