@@ -1,0 +1,65 @@
+/// A binary min-heap: O(log n) push and pop, O(1) minimum. TandemCore has no
+/// dependencies, so this small one stands in for swift-collections' `Heap`.
+struct MinHeap<Element: Comparable> {
+    private(set) var storage: [Element] = []
+
+    init() {}
+
+    /// Builds a heap from any elements in O(n).
+    init(_ elements: some Sequence<Element>) {
+        storage = Array(elements)
+        var i = storage.count / 2
+        while i > 0 {
+            i -= 1
+            siftDown(from: i)
+        }
+    }
+
+    var count: Int { storage.count }
+    var isEmpty: Bool { storage.isEmpty }
+    var min: Element? { storage.first }
+
+    mutating func push(_ element: Element) {
+        storage.append(element)
+        siftUp(from: storage.count - 1)
+    }
+
+    @discardableResult
+    mutating func popMin() -> Element? {
+        guard let last = storage.popLast() else { return nil }
+        guard !storage.isEmpty else { return last }
+        let top = storage[0]
+        storage[0] = last
+        siftDown(from: 0)
+        return top
+    }
+
+    private mutating func siftUp(from index: Int) {
+        var child = index
+        let element = storage[child]
+        while child > 0 {
+            let parent = (child - 1) / 2
+            guard element < storage[parent] else { break }
+            storage[child] = storage[parent]
+            child = parent
+        }
+        storage[child] = element
+    }
+
+    private mutating func siftDown(from index: Int) {
+        var parent = index
+        let count = storage.count
+        let element = storage[parent]
+        while true {
+            var child = 2 * parent + 1
+            guard child < count else { break }
+            if child + 1 < count, storage[child + 1] < storage[child] { child += 1 }
+            guard storage[child] < element else { break }
+            storage[parent] = storage[child]
+            parent = child
+        }
+        storage[parent] = element
+    }
+}
+
+extension MinHeap: Sendable where Element: Sendable {}

@@ -1,0 +1,62 @@
+/// The full state of a room, retained on `rooms/{roomId}/state`.
+public struct RoomSnapshot: Sendable, Equatable {
+    public var roomId: String
+    public var epoch: String
+    public var version: Int64
+    public var updatedAt: Millis
+    /// In creation order.
+    public var stickers: [Sticker]
+
+    public init(roomId: String, epoch: String, version: Int64, updatedAt: Millis, stickers: [Sticker]) {
+        self.roomId = roomId
+        self.epoch = epoch
+        self.version = version
+        self.updatedAt = updatedAt
+        self.stickers = stickers
+    }
+
+    /// `{"roomId","epoch","version","updatedAt","stickers":[...]}`.
+    public func json() -> JSON {
+        .obj([
+            "roomId": .string(roomId),
+            "epoch": .string(epoch),
+            "version": .int(version),
+            "updatedAt": .int(updatedAt),
+            "stickers": .array(stickers.map { $0.json() }),
+        ])
+    }
+
+    /// Reads a snapshot the coordinator published (no size limit: snapshots are outbound).
+    public static func decode(_ bytes: some Collection<UInt8>) throws(Rejection) -> RoomSnapshot {
+        do {
+            return try RoomSnapshot(json: JSON.parse(bytes))
+        } catch let error as Rejection {
+            throw error
+        } catch {
+            throw .invalid("\(error)")
+        }
+    }
+
+    public init(json: JSON) throws(Rejection) {
+        guard case .object = json else { throw .invalid("snapshot must be an object, not \(json.typeName)") }
+        let reader = PayloadReader(object: json)
+        roomId = try reader.string("roomId")
+        epoch = try reader.string("epoch")
+        version = try reader.int64("version")
+        updatedAt = reader.has("updatedAt") ? try reader.int64("updatedAt") : 0
+        guard case .array(let items)? = json["stickers"] else { throw .invalid("stickers must be an array") }
+        var stickers: [Sticker] = []
+        stickers.reserveCapacity(items.count)
+        for item in items {
+            stickers.append(try Sticker(json: item))
+        }
+        self.stickers = stickers
+    }
+}
+
+extension RoomState {
+    /// The snapshot to publish, under the database's epoch.
+    public func snapshot(epoch: String) -> RoomSnapshot {
+        RoomSnapshot(roomId: roomId, epoch: epoch, version: version, updatedAt: updatedAt, stickers: stickers)
+    }
+}

@@ -1,0 +1,172 @@
+import CSQLite
+
+/// One open SQLite database: the raw `sqlite3*`, a cache of prepared statements, and the
+/// pragmas Tandem runs with.
+///
+/// Not Sendable, on purpose: a connection is confined to one owner (the `TandemStore`
+/// actor), which is also why it is opened with `SQLITE_OPEN_NOMUTEX` — SQLite's own
+/// per-call mutex would only guard against a second thread that cannot exist.
+///
+/// Durability (`synchronous`): the database runs in WAL mode, where a commit appends to the
+/// `-wal` file and `synchronous=NORMAL` skips the fsync on each commit (the WAL is synced
+/// at checkpoints instead). A committed transaction is in the OS page cache the moment
+/// `COMMIT` returns, so it survives the process dying in any way — a crash, SIGKILL,
+/// an OOM kill — which is the failure the coordinator must survive. What NORMAL gives up
+/// is the last transactions before a power loss or kernel panic: those may roll back, but
+/// the file is never corrupted. `.full` fsyncs the WAL on every commit and closes that gap,
+/// at the cost of one fsync per coordinator batch; choose it where the host can lose power
+/// and the broker's own persistence survives it (otherwise the broker has lost the same
+/// messages anyway).
+public final class SQLiteConnection {
+    public enum Synchronous: String, Sendable {
+        case normal = "NORMAL"
+        case full = "FULL"
+    }
+
+    public struct Options: Sendable {
+        /// How long a statement waits for another connection's lock before SQLITE_BUSY.
+        public var busyTimeoutMilliseconds: Int32 = 5_000
+        public var synchronous: Synchronous = .normal
+        /// Open read-only (backups, inspection). Read-only connections skip the WAL pragma.
+        public var readOnly = false
+        public init() {}
+    }
+
+    /// Where the database lives, as given to `open`.
+    public let path: String
+    private var db: OpaquePointer?
+    private var statements: [String: OpaquePointer] = [:]
+
+    /// Opens (creating if missing) the database at `path` and applies Tandem's pragmas.
+    /// A file that is not a database, or is corrupt, fails here with an `SQLiteError`.
+    public init(path: String, options: Options = Options()) throws {
+        self.path = path
+        var handle: OpaquePointer?
+        let flags = (options.readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE)
+            | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE
+        let rc = sqlite3_open_v2(path, &handle, flags, nil)
+        do {
+            try SQLiteError.check(rc, db: handle, "open \(path)")
+        } catch {
+            // sqlite3_open_v2 hands back a handle even on failure; it must still be closed.
+            sqlite3_close_v2(handle)
+            throw error
+        }
+        db = handle
+        do {
+            try SQLiteError.check(sqlite3_busy_timeout(handle, options.busyTimeoutMilliseconds), db: handle,
+                                  "busy_timeout on \(path)")
+            // The first statement reads the header: a garbage file fails here with SQLITE_NOTADB.
+            if !options.readOnly {
+                let mode = try queryOne("PRAGMA journal_mode=WAL") { $0.text(0) }
+                if mode?.lowercased() != "wal" && path != ":memory:" && !path.isEmpty {
+                    throw SQLiteError(code: .error, message: "journal_mode is \(mode ?? "unknown"), not wal",
+                                      context: "PRAGMA journal_mode=WAL")
+                }
+            }
+            try execute("PRAGMA synchronous=\(options.synchronous.rawValue)")
+            try execute("PRAGMA foreign_keys=ON")
+        } catch var error as SQLiteError {
+            close()
+            // Name the file: "PRAGMA journal_mode=WAL" alone does not say which database is bad.
+            error.context = "open \(path): \(error.context)"
+            throw error
+        } catch {
+            close()
+            throw error
+        }
+    }
+
+    deinit { close() }
+
+    /// Finalizes every cached statement and closes the database. Idempotent; afterwards
+    /// every call throws `SQLITE_MISUSE`.
+    public func close() {
+        for statement in statements.values { sqlite3_finalize(statement) }
+        statements.removeAll()
+        if let db { sqlite3_close_v2(db) }
+        db = nil
+    }
+
+    public var isOpen: Bool { db != nil }
+
+    private func handle(_ context: @autoclosure () -> String) throws(SQLiteError) -> OpaquePointer {
+        guard let db else {
+            throw SQLiteError(code: .misuse, message: "the connection is closed", context: context())
+        }
+        return db
+    }
+
+    // MARK: Statements
+
+    /// Runs one or more statements without bindings or results (DDL, pragmas).
+    public func execute(_ sql: String) throws(SQLiteError) {
+        let db = try handle(sql)
+        try SQLiteError.check(sqlite3_exec(db, sql, nil, nil, nil), db: db, sql)
+    }
+
+    /// Borrows the cached prepared statement for `sql` (preparing it on first use), and
+    /// resets it and clears its bindings when `body` returns or throws.
+    public func withStatement<T>(_ sql: String, _ body: (SQLiteStatement) throws -> T) throws -> T {
+        let db = try handle(sql)
+        let statement = try prepared(sql, db: db)
+        defer {
+            sqlite3_reset(statement)
+            sqlite3_clear_bindings(statement)
+        }
+        return try body(SQLiteStatement(handle: statement, db: db, sql: sql))
+    }
+
+    private func prepared(_ sql: String, db: OpaquePointer) throws(SQLiteError) -> OpaquePointer {
+        if let cached = statements[sql] { return cached }
+        var statement: OpaquePointer?
+        let rc = sqlite3_prepare_v3(db, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &statement, nil)
+        try SQLiteError.check(rc, db: db, sql)
+        guard let statement else {
+            // Only whitespace or a comment: nothing to run.
+            throw SQLiteError(code: .misuse, message: "no statement in SQL", context: sql)
+        }
+        statements[sql] = statement
+        return statement
+    }
+
+    /// Runs a statement to completion; returns the number of rows it changed.
+    @discardableResult
+    public func run(_ sql: String, _ bindings: [SQLiteValue] = []) throws -> Int {
+        try withStatement(sql) { statement in
+            try statement.bind(bindings)
+            while try statement.step() {}
+            return Int(sqlite3_changes64(statement.db))
+        }
+    }
+
+    /// Runs a query and maps every row; `map` sees each row only while it is current.
+    public func query<T>(_ sql: String, _ bindings: [SQLiteValue] = [],
+                         _ map: (SQLiteRow) throws -> T) throws -> [T] {
+        try withStatement(sql) { statement in
+            try statement.bind(bindings)
+            var rows: [T] = []
+            while try statement.step() { rows.append(try map(statement.row)) }
+            return rows
+        }
+    }
+
+    /// The first row of a query, mapped, or nil when there is none.
+    public func queryOne<T>(_ sql: String, _ bindings: [SQLiteValue] = [],
+                            _ map: (SQLiteRow) throws -> T) throws -> T? {
+        try withStatement(sql) { statement in
+            try statement.bind(bindings)
+            return try statement.step() ? try map(statement.row) : nil
+        }
+    }
+
+    /// The rowid of the last successful INSERT on this connection.
+    public var lastInsertRowID: Int64 {
+        db.map { sqlite3_last_insert_rowid($0) } ?? 0
+    }
+
+    /// True while a transaction is open.
+    public var isInTransaction: Bool {
+        db.map { sqlite3_get_autocommit($0) == 0 } ?? false
+    }
+}

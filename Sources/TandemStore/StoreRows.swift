@@ -1,0 +1,195 @@
+import TandemCore
+
+// The values that cross the store's actor boundary: plain Sendable structs, one per
+// table row. They carry what the coordinator already decided; the store neither checks
+// rules nor invents values (except an event-log `seq`, which SQLite assigns).
+
+/// The `kind` of an `EntityRow`: one current-state blob per room, conversation, workout.
+public enum EntityKind {
+    public static let room = "room"
+    public static let conversation = "conversation"
+    public static let workout = "workout"
+}
+
+/// An inbound id already processed, remembered per sender for deduplication.
+public struct SeenId: Sendable, Equatable, Hashable {
+    public var userId: String
+    public var id: String
+    public var kind: Receipt.Kind
+    public var seenAt: Millis
+
+    public init(userId: String, id: String, kind: Receipt.Kind, seenAt: Millis) {
+        self.userId = userId
+        self.id = id
+        self.kind = kind
+        self.seenAt = seenAt
+    }
+}
+
+/// One processed event or command and the receipt it got: the audit trail.
+public struct EventLogRow: Sendable, Equatable {
+    /// Assigned by the store in commit order; leave nil when writing.
+    public var seq: Int64?
+    /// When it was processed (the coordinator's clock).
+    public var at: Millis
+    public var kind: Receipt.Kind
+    public var userId: String
+    /// The room, conversation or workout the event was for.
+    public var target: String
+    public var id: String
+    public var status: Receipt.Status
+    public var code: ReceiptCode?
+    public var version: Int64?
+    /// The inbound payload as received, if the coordinator keeps it.
+    public var payload: [UInt8]?
+
+    public init(seq: Int64? = nil, at: Millis, kind: Receipt.Kind, userId: String, target: String, id: String,
+                status: Receipt.Status, code: ReceiptCode?, version: Int64?, payload: [UInt8]?) {
+        self.seq = seq
+        self.at = at
+        self.kind = kind
+        self.userId = userId
+        self.target = target
+        self.id = id
+        self.status = status
+        self.code = code
+        self.version = version
+        self.payload = payload
+    }
+}
+
+/// The current state of one room, conversation or workout, serialized by the coordinator.
+/// Written as an upsert: the row for (kind, key) is replaced.
+public struct EntityRow: Sendable, Equatable {
+    /// One of `EntityKind`'s constants.
+    public var kind: String
+    public var key: String
+    public var version: Int64
+    public var body: [UInt8]
+    public var updatedAt: Millis
+
+    public init(kind: String, key: String, version: Int64, body: [UInt8], updatedAt: Millis) {
+        self.kind = kind
+        self.key = key
+        self.version = version
+        self.body = body
+        self.updatedAt = updatedAt
+    }
+}
+
+/// One direct message. `seq` numbers the messages of a conversation from 1, in the order
+/// the coordinator appended them; (conversation, seq) is unique, and writing a seq twice
+/// fails the whole batch (it would mean the coordinator lost count).
+public struct DMMessageRow: Sendable, Equatable {
+    public var conversation: String
+    public var seq: Int64
+    /// The commandId that sent it.
+    public var id: String
+    public var sender: String
+    public var text: String
+    public var sentAt: Millis
+    public var isRead: Bool
+
+    public init(conversation: String, seq: Int64, id: String, sender: String, text: String,
+                sentAt: Millis, isRead: Bool) {
+        self.conversation = conversation
+        self.seq = seq
+        self.id = id
+        self.sender = sender
+        self.text = text
+        self.sentAt = sentAt
+        self.isRead = isRead
+    }
+}
+
+/// Marks the message `id` of `conversation` read.
+public struct DMReadMark: Sendable, Equatable {
+    public var conversation: String
+    public var id: String
+
+    public init(conversation: String, id: String) {
+        self.conversation = conversation
+        self.id = id
+    }
+}
+
+/// The summary of a finished workout.
+public struct LogbookRow: Sendable, Equatable {
+    public var userId: String
+    public var workoutId: String
+    public var startedAt: Millis
+    public var endedAt: Millis
+    /// "phone" or "watch".
+    public var origin: String
+    /// "standalone" or "mirrored".
+    public var mode: String
+    /// Metres.
+    public var distance: Double
+    /// Seconds.
+    public var elapsedTime: Double
+    /// Seconds per km; nil when the distance is 0.
+    public var averagePace: Double?
+    public var averageHeartRate: Double?
+    public var maxHeartRate: Double?
+
+    public init(userId: String, workoutId: String, startedAt: Millis, endedAt: Millis, origin: String, mode: String,
+                distance: Double, elapsedTime: Double, averagePace: Double?, averageHeartRate: Double?,
+                maxHeartRate: Double?) {
+        self.userId = userId
+        self.workoutId = workoutId
+        self.startedAt = startedAt
+        self.endedAt = endedAt
+        self.origin = origin
+        self.mode = mode
+        self.distance = distance
+        self.elapsedTime = elapsedTime
+        self.averagePace = averagePace
+        self.averageHeartRate = averageHeartRate
+        self.maxHeartRate = maxHeartRate
+    }
+}
+
+/// Everything one coordinator batch persists, written by `TandemStore.commit` in one
+/// transaction, in this order: seen ids, event log, entities, new messages, read marks,
+/// logbook (so a message appended and read in the same batch ends up read).
+public struct StoreBatch: Sendable, Equatable {
+    public var seenIds: [SeenId]
+    public var events: [EventLogRow]
+    public var entities: [EntityRow]
+    public var messages: [DMMessageRow]
+    public var readMarks: [DMReadMark]
+    public var logbook: [LogbookRow]
+
+    public init(seenIds: [SeenId] = [], events: [EventLogRow] = [], entities: [EntityRow] = [],
+                messages: [DMMessageRow] = [], readMarks: [DMReadMark] = [], logbook: [LogbookRow] = []) {
+        self.seenIds = seenIds
+        self.events = events
+        self.entities = entities
+        self.messages = messages
+        self.readMarks = readMarks
+        self.logbook = logbook
+    }
+
+    public var isEmpty: Bool {
+        seenIds.isEmpty && events.isEmpty && entities.isEmpty && messages.isEmpty && readMarks.isEmpty
+            && logbook.isEmpty
+    }
+}
+
+/// What is in the database, for logs, metrics and operators.
+public struct StoreSummary: Sendable, Equatable {
+    public var schemaVersion: Int32
+    public var epoch: String
+    public var createdAt: Millis
+    public var rooms: Int
+    public var conversations: Int
+    public var workouts: Int
+    public var messages: Int
+    public var events: Int
+    public var seenIds: Int
+    public var logbookRows: Int
+    /// The main database file, in bytes.
+    public var fileBytes: Int64
+    /// The write-ahead log not yet checkpointed into the main file, in bytes.
+    public var walBytes: Int64
+}

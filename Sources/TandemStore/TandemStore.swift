@@ -1,0 +1,297 @@
+import CSQLite
+import TandemCore
+
+/// Tandem's database: the one owner of one `SQLiteConnection`.
+///
+/// Everything crosses the actor boundary as Sendable values (`StoreBatch`, `EntityRow`,
+/// ...); the connection never leaves. Calls are synchronous SQLite work run on the actor:
+/// each holds a cooperative thread for as long as SQLite takes (a batch commit in WAL mode
+/// with `synchronous=NORMAL` is well under a millisecond; see `SQLiteConnection` for
+/// durability).
+public actor TandemStore {
+    /// Made once when the database was created; every snapshot carries it.
+    public nonisolated let epoch: String
+    /// When the database was created (milliseconds since the Unix epoch).
+    public nonisolated let createdAt: Millis
+    public nonisolated let path: String
+    private let connection: SQLiteConnection
+
+    /// Opens the database at `path`, creating it and its parent directory if missing, and
+    /// brings the schema up to date.
+    ///
+    /// Throws `SQLiteError` when the file cannot be opened or is not a (sound) database,
+    /// and `MigrationError` when it was written by a newer Tandem.
+    public static func open(path: String, synchronous: SQLiteConnection.Synchronous = .normal) throws -> TandemStore {
+        var options = SQLiteConnection.Options()
+        options.synchronous = synchronous
+        return try TandemStore(path: path, migrations: migrations, options: options)
+    }
+
+    /// Opens with a chosen migration list: tests use it to build an older schema.
+    static func open(path: String, migrations: [Migration]) throws -> TandemStore {
+        try TandemStore(path: path, migrations: migrations, options: SQLiteConnection.Options())
+    }
+
+    private init(path: String, migrations: [Migration], options: SQLiteConnection.Options) throws {
+        let connection: SQLiteConnection
+        let values: [String: String]
+        do {
+            try Platform.createParentDirectory(of: path)
+            connection = try SQLiteConnection(path: path, options: options)
+            try connection.migrate(migrations)
+            let meta = try connection.query("SELECT key, value FROM meta WHERE key IN ('epoch', 'created_at')") {
+                ($0.text(0), $0.text(1))
+            }
+            values = Dictionary(meta, uniquingKeysWith: { _, last in last })
+        } catch var error as SQLiteError {
+            // Whatever failed while opening, say which database it was.
+            if !error.context.hasPrefix("open \(path)") { error.context = "open \(path): \(error.context)" }
+            throw error
+        }
+        guard let epoch = values["epoch"], !epoch.isEmpty else {
+            throw SQLiteError(code: .corrupt, message: "meta has no epoch", context: "open \(path)")
+        }
+        self.epoch = epoch
+        self.createdAt = values["created_at"].flatMap { Millis($0) } ?? 0
+        self.path = path
+        self.connection = connection
+    }
+
+    /// Closes the database. Every later call throws (`SQLITE_MISUSE`, "the connection is closed").
+    public func close() {
+        connection.close()
+    }
+
+    // MARK: Writing
+
+    /// Writes everything of one coordinator batch in one transaction: all of it or none.
+    /// See `StoreBatch` for the order. Seen ids already present keep their first time;
+    /// entities and logbook rows are upserts; a message seq written twice fails the batch.
+    public func commit(_ batch: StoreBatch) throws {
+        guard !batch.isEmpty else { return }
+        try connection.transaction { db in
+            for seen in batch.seenIds {
+                try db.run(Self.insertSeenId, [
+                    .text(seen.userId), .text(seen.id), .text(seen.kind.rawValue), .integer(seen.seenAt),
+                ])
+            }
+            for event in batch.events {
+                try db.run(Self.insertEvent, [
+                    .optional(event.seq), .integer(event.at), .text(event.kind.rawValue), .text(event.userId),
+                    .text(event.target), .text(event.id), .text(event.status.rawValue),
+                    .optional(event.code?.rawValue), .optional(event.version), .optional(event.payload),
+                ])
+            }
+            for entity in batch.entities {
+                try db.run(Self.upsertEntity, [
+                    .text(entity.kind), .text(entity.key), .integer(entity.version), .blob(entity.body),
+                    .integer(entity.updatedAt),
+                ])
+            }
+            for message in batch.messages {
+                try db.run(Self.insertMessage, [
+                    .text(message.conversation), .integer(message.seq), .text(message.id), .text(message.sender),
+                    .text(message.text), .integer(message.sentAt), .integer(message.isRead ? 1 : 0),
+                ])
+            }
+            for mark in batch.readMarks {
+                try db.run(Self.markRead, [.text(mark.conversation), .text(mark.id)])
+            }
+            for row in batch.logbook {
+                try db.run(Self.upsertLogbook, [
+                    .text(row.userId), .text(row.workoutId), .integer(row.startedAt), .integer(row.endedAt),
+                    .text(row.origin), .text(row.mode), .real(row.distance), .real(row.elapsedTime),
+                    .optional(row.averagePace), .optional(row.averageHeartRate), .optional(row.maxHeartRate),
+                ])
+            }
+        }
+    }
+
+    static let insertSeenId = """
+        INSERT INTO seen_ids(user_id, id, kind, seen_at) VALUES (?1, ?2, ?3, ?4)
+        ON CONFLICT(user_id, id) DO NOTHING
+        """
+    static let insertEvent = """
+        INSERT INTO event_log(seq, at, kind, user_id, target, id, status, code, version, payload)
+        VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+        """
+    static let upsertEntity = """
+        INSERT INTO entities(kind, key, version, body, updated_at) VALUES (?1, ?2, ?3, ?4, ?5)
+        ON CONFLICT(kind, key) DO UPDATE SET
+            version = excluded.version, body = excluded.body, updated_at = excluded.updated_at
+        """
+    static let insertMessage = """
+        INSERT INTO dm_messages(conversation, seq, id, sender, text, sent_at, is_read)
+        VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+        """
+    static let markRead = "UPDATE dm_messages SET is_read = 1 WHERE conversation = ?1 AND id = ?2 AND is_read = 0"
+    static let upsertLogbook = """
+        INSERT INTO logbook(user_id, workout_id, started_at, ended_at, origin, mode, distance, elapsed_time,
+                            average_pace, average_heart_rate, max_heart_rate)
+        VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+        ON CONFLICT(user_id, workout_id) DO UPDATE SET
+            started_at = excluded.started_at, ended_at = excluded.ended_at, origin = excluded.origin,
+            mode = excluded.mode, distance = excluded.distance, elapsed_time = excluded.elapsed_time,
+            average_pace = excluded.average_pace, average_heart_rate = excluded.average_heart_rate,
+            max_heart_rate = excluded.max_heart_rate
+        """
+
+    /// Forgets seen ids first seen before `olderThan`; returns how many.
+    public func pruneSeenIds(olderThan: Millis) throws -> Int {
+        try connection.run("DELETE FROM seen_ids WHERE seen_at < ?1", [.integer(olderThan)])
+    }
+
+    // MARK: Loading (recovery and history)
+
+    /// Every entity of a kind (`EntityKind.room`, ...), in key order.
+    public func loadEntities(kind: String) throws -> [EntityRow] {
+        try connection.query(
+            "SELECT kind, key, version, body, updated_at FROM entities WHERE kind = ?1 ORDER BY key",
+            [.text(kind)]
+        ) { row in
+            EntityRow(kind: row.text(0), key: row.text(1), version: row.int64(2), body: row.blob(3),
+                      updatedAt: row.int64(4))
+        }
+    }
+
+    /// The seen ids first seen at or after `since`, oldest first.
+    public func loadSeenIds(since: Millis) throws -> [SeenId] {
+        try connection.query(
+            "SELECT user_id, id, kind, seen_at FROM seen_ids WHERE seen_at >= ?1 ORDER BY seen_at",
+            [.integer(since)]
+        ) { row in
+            SeenId(userId: row.text(0), id: row.text(1), kind: try Self.decode(row.text(2), column: "seen_ids.kind"),
+                   seenAt: row.int64(3))
+        }
+    }
+
+    /// Event-log rows with `seq` above `after`, in commit order.
+    public func eventLog(after seq: Int64 = 0, limit: Int = 1_000) throws -> [EventLogRow] {
+        try connection.query(
+            """
+            SELECT seq, at, kind, user_id, target, id, status, code, version, payload
+            FROM event_log WHERE seq > ?1 ORDER BY seq LIMIT ?2
+            """,
+            [.integer(seq), .integer(Int64(limit))]
+        ) { row in
+            EventLogRow(
+                seq: row.int64(0), at: row.int64(1), kind: try Self.decode(row.text(2), column: "event_log.kind"),
+                userId: row.text(3), target: row.text(4), id: row.text(5),
+                status: try Self.decode(row.text(6), column: "event_log.status"),
+                code: try row.optionalText(7).map { try Self.decode($0, column: "event_log.code") },
+                version: row.optionalInt64(8), payload: row.optionalBlob(9)
+            )
+        }
+    }
+
+    /// The latest `limit` messages of a conversation, oldest first (as a snapshot lists them).
+    public func latestMessages(conversation: String, limit: Int) throws -> [DMMessageRow] {
+        try connection.query(
+            "\(Self.selectMessage) WHERE conversation = ?1 ORDER BY seq DESC LIMIT ?2",
+            [.text(conversation), .integer(Int64(limit))],
+            Self.message
+        ).reversed()
+    }
+
+    /// A page of older history: up to `limit` messages sent strictly before `sentAt` (all
+    /// when nil), NEWEST FIRST — the order a client scrolling back fetches them in; ask for
+    /// the next page with the `sentAt` of the last row. Messages sharing that exact `sentAt`
+    /// across a page boundary would be skipped; page with `beforeSeq:` where that matters.
+    public func messages(conversation: String, before sentAt: Millis?, limit: Int) throws -> [DMMessageRow] {
+        try connection.query(
+            "\(Self.selectMessage) WHERE conversation = ?1 AND sent_at < ?2 ORDER BY sent_at DESC, seq DESC LIMIT ?3",
+            [.text(conversation), .integer(sentAt ?? .max), .integer(Int64(limit))],
+            Self.message
+        )
+    }
+
+    /// A page of older history by position: up to `limit` messages with seq below
+    /// `beforeSeq` (all when nil), NEWEST FIRST. Exact: no two messages share a seq.
+    public func messages(conversation: String, beforeSeq: Int64?, limit: Int) throws -> [DMMessageRow] {
+        try connection.query(
+            "\(Self.selectMessage) WHERE conversation = ?1 AND seq < ?2 ORDER BY seq DESC LIMIT ?3",
+            [.text(conversation), .integer(beforeSeq ?? .max), .integer(Int64(limit))],
+            Self.message
+        )
+    }
+
+    static let selectMessage = "SELECT conversation, seq, id, sender, text, sent_at, is_read FROM dm_messages"
+
+    static func message(_ row: SQLiteRow) -> DMMessageRow {
+        DMMessageRow(conversation: row.text(0), seq: row.int64(1), id: row.text(2), sender: row.text(3),
+                     text: row.text(4), sentAt: row.int64(5), isRead: row.int64(6) != 0)
+    }
+
+    /// A user's finished workouts, most recent start first.
+    public func logbook(user: String) throws -> [LogbookRow] {
+        try connection.query(
+            """
+            SELECT user_id, workout_id, started_at, ended_at, origin, mode, distance, elapsed_time,
+                   average_pace, average_heart_rate, max_heart_rate
+            FROM logbook WHERE user_id = ?1 ORDER BY started_at DESC, workout_id
+            """,
+            [.text(user)]
+        ) { row in
+            LogbookRow(userId: row.text(0), workoutId: row.text(1), startedAt: row.int64(2), endedAt: row.int64(3),
+                       origin: row.text(4), mode: row.text(5), distance: row.double(6), elapsedTime: row.double(7),
+                       averagePace: row.optionalDouble(8), averageHeartRate: row.optionalDouble(9),
+                       maxHeartRate: row.optionalDouble(10))
+        }
+    }
+
+    private static func decode<T: RawRepresentable<String>>(_ text: String, column: String) throws -> T {
+        guard let value = T(rawValue: text) else {
+            throw SQLiteError(code: .mismatch, message: "unexpected value \"\(text)\" for \(T.self)",
+                              context: "read \(column)")
+        }
+        return value
+    }
+
+    // MARK: Operations
+
+    /// `PRAGMA integrity_check`: "ok", or SQLite's list of problems, one per line.
+    public func integrityCheck() throws -> String {
+        try connection.query("PRAGMA integrity_check") { $0.text(0) }.joined(separator: "\n")
+    }
+
+    /// Counts of everything (full counts: cost grows with the tables; meant for operators
+    /// and start-up logs, not for every batch).
+    public func summary() throws -> StoreSummary {
+        let kinds = Dictionary(
+            try connection.query("SELECT kind, count(*) FROM entities GROUP BY kind") { ($0.text(0), Int($0.int64(1))) },
+            uniquingKeysWith: +
+        )
+        func count(_ table: String) throws -> Int {
+            Int(try connection.queryOne("SELECT count(*) FROM \(table)") { $0.int64(0) } ?? 0)
+        }
+        return StoreSummary(
+            schemaVersion: try connection.userVersion(),
+            epoch: epoch,
+            createdAt: createdAt,
+            rooms: kinds[EntityKind.room] ?? 0,
+            conversations: kinds[EntityKind.conversation] ?? 0,
+            workouts: kinds[EntityKind.workout] ?? 0,
+            messages: try count("dm_messages"),
+            events: try count("event_log"),
+            seenIds: try count("seen_ids"),
+            logbookRows: try count("logbook"),
+            fileBytes: Platform.fileSize(path),
+            walBytes: Platform.fileSize(path + "-wal")
+        )
+    }
+
+    /// Writes a consistent copy of the database to `path` (which must not exist yet) with
+    /// `VACUUM INTO`, while the coordinator keeps running.
+    ///
+    /// Consistent: `VACUUM INTO` reads inside one read transaction, so the copy is the
+    /// database as of one commit — never half a batch — compacted into a single file
+    /// (no `-wal` beside it), ready to open or ship. The copy runs on this actor, so
+    /// batches queued meanwhile wait for it (a few hundred MB/s); the live file is untouched.
+    public func backup(to path: String) throws {
+        if Platform.fileExists(path) {
+            throw SQLiteError(code: .cantOpen, message: "the backup file already exists", context: "backup to \(path)")
+        }
+        try Platform.createParentDirectory(of: path)
+        try connection.run("VACUUM INTO ?1", [.text(path)])
+    }
+}

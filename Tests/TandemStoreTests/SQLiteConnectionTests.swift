@@ -1,0 +1,101 @@
+import Foundation
+import Testing
+@testable import TandemStore
+
+@Suite struct SQLiteConnectionTests {
+    @Test func bindsAndReadsEveryStorageClass() async throws {
+        try await withTemporaryDirectory { dir in
+            let db = try SQLiteConnection(path: "\(dir)/t.sqlite")
+            try db.execute("CREATE TABLE t(i INTEGER, r REAL, s TEXT, b BLOB, n)")
+            try db.run("INSERT INTO t VALUES (?1, ?2, ?3, ?4, ?5)", [.integer(.min), .real(-1.5), "héllo", .blob([0, 1, 255]), nil])
+            // Empty text and blobs must stay empty, not become NULL.
+            try db.run("INSERT INTO t VALUES (0, 0, ?1, ?2, NULL)", [.text(""), .blob([])])
+            let rows = try db.query("SELECT i, r, s, b, n FROM t ORDER BY rowid") { row in
+                (0..<row.columnCount).map { row.value($0) }
+            }
+            #expect(rows[0] == [.integer(.min), .real(-1.5), .text("héllo"), .blob([0, 1, 255]), .null])
+            #expect(rows[1][2] == .text(""))
+            #expect(rows[1][3] == .blob([]))
+            #expect(try db.queryOne("SELECT typeof(s) || typeof(b) FROM t WHERE i = 0") { $0.text(0) } == "textblob")
+        }
+    }
+
+    @Test func errorsCarrySQLitesMessageAndTheSQL() async throws {
+        try await withTemporaryDirectory { dir in
+            let db = try SQLiteConnection(path: "\(dir)/t.sqlite")
+            try db.execute("CREATE TABLE t(k TEXT PRIMARY KEY)")
+            try db.run("INSERT INTO t VALUES ('a')")
+            let error = try #require(throws: SQLiteError.self) { try db.run("INSERT INTO t VALUES ('a')") }
+            #expect(error.code == .constraint)
+            #expect(error.extendedCode == 1555) // SQLITE_CONSTRAINT_PRIMARYKEY
+            #expect(error.message.contains("UNIQUE constraint failed: t.k"))
+            #expect(error.context == "INSERT INTO t VALUES ('a')")
+            let syntax = try #require(throws: SQLiteError.self) { try db.run("SELEKT 1") }
+            #expect(syntax.message.contains("syntax error"))
+        }
+    }
+
+    @Test func transactionRollsBackOnAnyError() async throws {
+        struct Boom: Error {}
+        try await withTemporaryDirectory { dir in
+            let db = try SQLiteConnection(path: "\(dir)/t.sqlite")
+            try db.execute("CREATE TABLE t(x INTEGER)")
+            #expect(throws: Boom.self) {
+                try db.transaction { db in
+                    try db.run("INSERT INTO t VALUES (1)")
+                    throw Boom()
+                }
+            }
+            #expect(!db.isInTransaction)
+            // Nested: the inner failure undoes only the inner writes.
+            try db.transaction { db in
+                try db.run("INSERT INTO t VALUES (2)")
+                _ = try? db.transaction { db in
+                    try db.run("INSERT INTO t VALUES (3)")
+                    throw Boom()
+                }
+            }
+            #expect(try db.query("SELECT x FROM t") { $0.int64(0) } == [2])
+        }
+    }
+
+    @Test func migrationsRunOnceEachAndRecordTheirVersion() async throws {
+        try await withTemporaryDirectory { dir in
+            let path = "\(dir)/t.sqlite"
+            let one = Migration(version: 1, name: "t", sql: "CREATE TABLE t(x INTEGER)")
+            let two = Migration(version: 2, name: "u", sql: "CREATE TABLE u(x INTEGER)")
+            do {
+                let db = try SQLiteConnection(path: path)
+                #expect(try db.migrate([one]) == (0, 1))
+            }
+            let db = try SQLiteConnection(path: path)
+            #expect(try db.migrate([one, two]) == (1, 2))
+            #expect(try db.migrate([one, two]) == (2, 2))
+            #expect(try db.userVersion() == 2)
+
+            let gap = try #require(throws: MigrationError.self) { try db.migrate([one, Migration(version: 3, name: "x", sql: "")]) }
+            #expect(gap.code == .invalidMigrationList)
+        }
+    }
+
+    @Test func aFailedMigrationLeavesThePreviousVersion() async throws {
+        try await withTemporaryDirectory { dir in
+            let db = try SQLiteConnection(path: "\(dir)/t.sqlite")
+            let one = Migration(version: 1, name: "t", sql: "CREATE TABLE t(x INTEGER)")
+            let bad = Migration(version: 2, name: "bad", sql: "CREATE TABLE u(x INTEGER); CREATE TABLE t(x INTEGER)")
+            #expect(throws: SQLiteError.self) { try db.migrate([one, bad]) }
+            #expect(try db.userVersion() == 1)
+            #expect(try db.queryOne("SELECT count(*) FROM sqlite_schema WHERE name = 'u'") { $0.int64(0) } == 0)
+        }
+    }
+
+    @Test func aClosedConnectionThrowsInsteadOfCrashing() async throws {
+        try await withTemporaryDirectory { dir in
+            let db = try SQLiteConnection(path: "\(dir)/t.sqlite")
+            db.close()
+            db.close()
+            let error = try #require(throws: SQLiteError.self) { try db.execute("SELECT 1") }
+            #expect(error.code == .misuse)
+        }
+    }
+}
