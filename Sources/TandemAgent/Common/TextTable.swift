@@ -26,7 +26,9 @@ public struct TextTable: Sendable, Equatable {
             while text.last == " " { text.removeLast() }
             return text
         }
-        var out = [line(headers), widths.map { String(repeating: "-", count: $0) }.joined(separator: "  ")]
+        var rule = widths.map { String(repeating: "-", count: $0) }.joined(separator: "  ")
+        while rule.last == " " { rule.removeLast() }
+        var out = [line(headers), rule]
         out += rows.map(line)
         return out.joined(separator: "\n")
     }
