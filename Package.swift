@@ -97,7 +97,7 @@ let package = Package(
         // Test helpers: a real mosquitto on a free loopback port, child processes.
         .target(
             name: "TestSupport",
-            dependencies: ["TandemMQTT"],
+            dependencies: ["TandemMQTT", "TandemCore"],
             path: "Tests/TestSupport"
         ),
         .testTarget(name: "TandemCoreTests", dependencies: ["TandemCore"]),
@@ -106,7 +106,9 @@ let package = Package(
         .testTarget(name: "TandemAgentTests", dependencies: ["TandemAgent", "TandemCore"]),
         .testTarget(
             name: "TandemIntegrationTests",
-            dependencies: ["TandemCore", "TandemMQTT", "TestSupport"]
+            // The binaries are dependencies so that `swift test` builds them: the tests
+            // run them the way a person does.
+            dependencies: ["TandemCore", "TandemMQTT", "TestSupport", "tandem-coordinator", "tandem-agent"]
         ),
     ],
     swiftLanguageModes: [.v6]

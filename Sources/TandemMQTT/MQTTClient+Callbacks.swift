@@ -57,6 +57,7 @@ extension ClientCore {
         let sessionPresent = flags & 1 == 1
         let ready: Bool = state.withLock { s in
             s.connected = true
+            s.sessionPresent = sessionPresent
             // Resend subscriptions on the first connection of this process (so retained
             // messages arrive) and whenever the broker kept no session for us.
             let resubscribe = !s.everConnected || !sessionPresent
@@ -103,10 +104,10 @@ extension ClientCore {
     }
 
     func didSubscribe(mid: Int32, granted: [Int32]) {
-        let (waiter, filters, nowReady) = state.withLock { s -> (SubscribeWaiter?, [String], Bool) in
+        let (waiter, filters, nowReady, sessionPresent) = state.withLock { s -> (SubscribeWaiter?, [String], Bool, Bool) in
             let waiter = s.subscribeAcks.removeValue(forKey: mid)
             let wasRestoring = s.restoringMids.remove(mid) != nil
-            return (waiter, waiter?.filters ?? [], wasRestoring && s.restoringMids.isEmpty)
+            return (waiter, waiter?.filters ?? [], wasRestoring && s.restoringMids.isEmpty, s.sessionPresent)
         }
         let refused = zip(filters, granted).filter { MQTTError.isFailure(reason: $0.1) }
         if let waiter = waiter?.continuation {
@@ -118,7 +119,7 @@ extension ClientCore {
         } else if !refused.isEmpty {
             logger.error("broker refused the subscription to \(refused.map(\.0).joined(separator: ", "))")
         }
-        if nowReady { becameReady(sessionPresent: true) }
+        if nowReady { becameReady(sessionPresent: sessionPresent) }
     }
 
     func deliver(_ message: MQTTMessage) {

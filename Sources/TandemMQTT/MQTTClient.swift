@@ -14,8 +14,10 @@ import Synchronization
 ///   PUBACK arrives and throws on a negative reason code, on disconnect and on
 ///   cancellation. ``enqueue(_:payload:qos:retain:)`` hands the message to libmosquitto
 ///   and returns, which keeps QoS 1 messages across reconnects and retries them.
-/// - ``subscribe(_:qos:)`` gives an `AsyncSequence` of messages; it unsubscribes when
-///   the consumer stops. Subscriptions made before ``connect()`` are sent with the
+/// - ``subscribe(_:qos:)`` gives an `AsyncSequence` of messages; with a clean-start
+///   session it unsubscribes when the consumer stops. A persistent session keeps its
+///   subscriptions at the broker (only the local stream ends), so messages published
+///   while the process is gone are queued for its next run. Subscriptions made before ``connect()`` are sent with the
 ///   first CONNECT, so nothing the broker has queued for a persistent session is
 ///   delivered before anyone listens.
 public final class MQTTClient: Sendable {
@@ -106,6 +108,8 @@ final class ClientCore: @unchecked Sendable {
         /// SUBACKs still outstanding before the connection counts as ready.
         var restoringMids: Set<Int32> = []
         var permanentFailure: MQTTError?
+        /// The CONNACK's session-present flag of the current connection.
+        var sessionPresent = false
     }
 
     struct SubscriptionEntry {
@@ -376,7 +380,9 @@ final class ClientCore: @unchecked Sendable {
             guard let entry = s.subscriptions.removeValue(forKey: id) else { return }
             let stillUsed = Set(s.subscriptions.values.flatMap(\.filters))
             let unused = entry.filters.filter { !stillUsed.contains($0) }
-            guard s.connected, !unused.isEmpty else { return }
+            // A persistent session's subscriptions belong to the session: the broker keeps
+            // queueing for them while we are away, which is the point of the session.
+            guard s.connected, !unused.isEmpty, configuration.session == .cleanStart else { return }
             for filter in unused {
                 _ = mosquitto_unsubscribe_v5(mosq, nil, filter, nil)
             }

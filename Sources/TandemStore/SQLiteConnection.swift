@@ -107,18 +107,27 @@ public final class SQLiteConnection {
 
     /// Borrows the cached prepared statement for `sql` (preparing it on first use), and
     /// resets it and clears its bindings when `body` returns or throws.
+    ///
+    /// The statement is taken out of the cache while borrowed, so a `body` that runs the
+    /// same SQL again (a query inside a query's row callback) gets its own statement
+    /// instead of resetting the one it is iterating.
     public func withStatement<T>(_ sql: String, _ body: (SQLiteStatement) throws -> T) throws -> T {
         let db = try handle(sql)
-        let statement = try prepared(sql, db: db)
+        let statement = try statements.removeValue(forKey: sql) ?? prepare(sql, db: db)
         defer {
             sqlite3_reset(statement)
             sqlite3_clear_bindings(statement)
+            if self.db == nil || statements[sql] != nil {
+                // Closed meanwhile, or a nested borrower already returned its copy.
+                sqlite3_finalize(statement)
+            } else {
+                statements[sql] = statement
+            }
         }
         return try body(SQLiteStatement(handle: statement, db: db, sql: sql))
     }
 
-    private func prepared(_ sql: String, db: OpaquePointer) throws(SQLiteError) -> OpaquePointer {
-        if let cached = statements[sql] { return cached }
+    private func prepare(_ sql: String, db: OpaquePointer) throws(SQLiteError) -> OpaquePointer {
         var statement: OpaquePointer?
         let rc = sqlite3_prepare_v3(db, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &statement, nil)
         try SQLiteError.check(rc, db: db, sql)
@@ -126,7 +135,6 @@ public final class SQLiteConnection {
             // Only whitespace or a comment: nothing to run.
             throw SQLiteError(code: .misuse, message: "no statement in SQL", context: sql)
         }
-        statements[sql] = statement
         return statement
     }
 

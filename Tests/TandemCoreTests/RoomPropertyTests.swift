@@ -57,9 +57,10 @@ import Testing
         }
 
         mutating func expireLeases(now: Millis) -> [String] {
-            let due = deadline.filter { $0.value <= now }.sorted {
-                $0.value != $1.value ? $0.value < $1.value : $0.key.utf8.lexicographicallyPrecedes($1.key.utf8)
-            }.map(\.key)
+            // Earliest first; ties in creation order.
+            let due = order.filter { deadline[$0].map { $0 <= now } ?? false }.enumerated().sorted {
+                deadline[$0.element]! != deadline[$1.element]! ? deadline[$0.element]! < deadline[$1.element]! : $0.offset < $1.offset
+            }.map(\.element)
             for id in due { release(id) }
             return due
         }
@@ -167,7 +168,7 @@ import Testing
             for sticker in room.stickers {
                 #expect(sticker.owner == model.owner[sticker.id])
                 if let owner = sticker.owner { #expect(senders[sticker.id]?.contains(owner) == true) }
-                #expect((sticker.owner != nil) == (room.leaseDeadlines[sticker.id] != nil))
+                #expect((sticker.owner != nil) == (room.leaseDeadline(of: sticker.id) != nil))
             }
             #expect(room.leaseDeadlines == model.deadline)
             #expect(room.nextLeaseDeadline == model.deadline.values.min())

@@ -99,3 +99,21 @@ import Testing
         }
     }
 }
+
+@Suite struct SQLiteStatementCacheTests {
+    @Test func theSameSQLCanRunInsideItsOwnRowCallback() async throws {
+        try await withTemporaryDirectory { dir in
+            let db = try SQLiteConnection(path: "\(dir)/t.sqlite")
+            try db.execute("CREATE TABLE t(x INTEGER); INSERT INTO t VALUES (1), (2), (3)")
+            let sql = "SELECT x FROM t WHERE x >= ?1 ORDER BY x"
+            let pairs = try db.query(sql, [1]) { outer in
+                let x = outer.int64(0)
+                return (x, try db.query(sql, [.integer(x)]) { $0.int64(0) })
+            }
+            #expect(pairs.map(\.0) == [1, 2, 3])
+            #expect(pairs.map(\.1) == [[1, 2, 3], [2, 3], [3]])
+            // And the cached statement still works afterwards.
+            #expect(try db.query(sql, [3]) { $0.int64(0) } == [3])
+        }
+    }
+}

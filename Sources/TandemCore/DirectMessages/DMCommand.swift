@@ -10,7 +10,7 @@ public struct DMCommand: Sendable, Equatable {
     public let type: Kind
     /// The other participant.
     public let peer: String
-    public let timestamp: Millis
+    public var timestamp: Millis
     /// Required for `message`, optional for `request`, ignored for the others.
     public let text: String?
 

@@ -1,12 +1,15 @@
 /// A binary min-heap: O(log n) push and pop, O(1) minimum. TandemCore has no
 /// dependencies, so this small one stands in for swift-collections' `Heap`.
+/// Inlinable so that generic users in other modules (the coordinator's
+/// `ReorderBuffer<Inbound>`) get specialised code rather than metadata lookups.
+@usableFromInline
 struct MinHeap<Element: Comparable> {
-    private(set) var storage: [Element] = []
+    @usableFromInline private(set) var storage: [Element] = []
 
-    init() {}
+    @inlinable init() {}
 
     /// Builds a heap from any elements in O(n).
-    init(_ elements: some Sequence<Element>) {
+    @inlinable init(_ elements: some Sequence<Element>) {
         storage = Array(elements)
         var i = storage.count / 2
         while i > 0 {
@@ -15,16 +18,16 @@ struct MinHeap<Element: Comparable> {
         }
     }
 
-    var count: Int { storage.count }
-    var isEmpty: Bool { storage.isEmpty }
-    var min: Element? { storage.first }
+    @inlinable var count: Int { storage.count }
+    @inlinable var isEmpty: Bool { storage.isEmpty }
+    @inlinable var min: Element? { storage.first }
 
-    mutating func push(_ element: Element) {
+    @inlinable mutating func push(_ element: Element) {
         storage.append(element)
         siftUp(from: storage.count - 1)
     }
 
-    @discardableResult
+    @inlinable @discardableResult
     mutating func popMin() -> Element? {
         guard let last = storage.popLast() else { return nil }
         guard !storage.isEmpty else { return last }
@@ -34,7 +37,7 @@ struct MinHeap<Element: Comparable> {
         return top
     }
 
-    private mutating func siftUp(from index: Int) {
+    @inlinable mutating func siftUp(from index: Int) {
         var child = index
         let element = storage[child]
         while child > 0 {
@@ -46,7 +49,7 @@ struct MinHeap<Element: Comparable> {
         storage[child] = element
     }
 
-    private mutating func siftDown(from index: Int) {
+    @inlinable mutating func siftDown(from index: Int) {
         var parent = index
         let count = storage.count
         let element = storage[parent]

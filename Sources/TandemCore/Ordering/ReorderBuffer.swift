@@ -6,8 +6,9 @@
 /// sorts before it, all in sort order. An event that sorts before one already released
 /// is late: it still leaves (state is never rewound) and is counted in `lateCount`.
 ///
-/// Waiting events are kept sorted (binary-search insert; most arrivals append at the
-/// end) and their deadlines in a min-heap, so insert and release are O(log n) amortised.
+/// Waiting events sit in a min-heap by sort key and their deadlines in another, so
+/// insert and release are O(log n) whatever order events arrive in (many users with the
+/// same millisecond timestamp would make a sorted array shift on every insert).
 public struct ReorderBuffer<Element> {
     public static var defaultWindow: Millis { 30 }
     public static var defaultMaxSkew: Millis { 2000 }
@@ -15,39 +16,54 @@ public struct ReorderBuffer<Element> {
     /// How long each event waits after its arrival.
     public let window: Millis
     /// Events that left although they sort before one that had already left.
-    public private(set) var lateCount = 0
+    @inlinable public var lateCount: Int { lates }
+    @usableFromInline var lates = 0
     /// The key of the last event that left in sort order (late ones excepted).
-    public private(set) var highestReleased: OrderKey?
+    @inlinable public var highestReleased: OrderKey? { highest }
+    @usableFromInline var highest: OrderKey?
 
-    fileprivate struct Entry {
-        var key: OrderKey
-        var element: Element
+    @usableFromInline
+    struct Entry: Comparable {
+        @usableFromInline var key: OrderKey
+        @usableFromInline var element: Element
+        @inlinable init(key: OrderKey, element: Element) {
+            self.key = key
+            self.element = element
+        }
+        @inlinable static func < (a: Entry, b: Entry) -> Bool { a.key < b.key }
+        @inlinable static func == (a: Entry, b: Entry) -> Bool { a.key == b.key }
     }
 
-    private struct Deadline: Comparable, Sendable {
-        var at: Millis
-        var key: OrderKey
-        static func < (a: Deadline, b: Deadline) -> Bool { a.at != b.at ? a.at < b.at : a.key < b.key }
+    @usableFromInline
+    struct Deadline: Comparable, Sendable {
+        @usableFromInline var at: Millis
+        @usableFromInline var key: OrderKey
+        @inlinable init(at: Millis, key: OrderKey) {
+            self.at = at
+            self.key = key
+        }
+        @inlinable static func < (a: Deadline, b: Deadline) -> Bool { a.at != b.at ? a.at < b.at : a.key.arrival < b.key.arrival }
     }
 
-    /// Sorted by key from `head` on; slots before `head` have left.
-    private var waiting: [Entry] = []
-    private var head = 0
-    /// One entry per waiting event, plus entries of events that left early (dropped lazily;
-    /// the minimum is always a waiting event's).
-    private var deadlines = MinHeap<Deadline>()
-    private var nextArrival: UInt64 = 0
+    /// Waiting events by sort key.
+    @usableFromInline var waiting = MinHeap<Entry>()
+    /// One entry per waiting event, plus entries of events that left early with a later
+    /// one (dropped lazily; the minimum is always a waiting event's).
+    @usableFromInline var deadlines = MonotoneQueue<Deadline>()
+    /// Arrival numbers of the waiting events, to tell stale deadlines apart.
+    @usableFromInline var waitingArrivals = Set<UInt64>()
+    @usableFromInline var nextArrival: UInt64 = 0
 
-    public init(window: Millis = ReorderBuffer.defaultWindow) {
+    @inlinable public init(window: Millis = ReorderBuffer.defaultWindow) {
         precondition(window >= 0, "the reorder window cannot be negative")
         self.window = window
     }
 
-    public var count: Int { waiting.count - head }
-    public var isEmpty: Bool { count == 0 }
+    @inlinable public var count: Int { waiting.count }
+    @inlinable public var isEmpty: Bool { waiting.isEmpty }
 
     /// When the next event's window passes; nil when nothing waits.
-    public var nextDeadline: Millis? { deadlines.min?.at }
+    @inlinable public var nextDeadline: Millis? { deadlines.min?.at }
 
     /// A timestamp more than `maxSkew` ahead of the coordinator's clock becomes the clock.
     public static func clamp(timestamp: Millis, now: Millis, maxSkew: Millis = ReorderBuffer.defaultMaxSkew) -> Millis {
@@ -58,16 +74,12 @@ public struct ReorderBuffer<Element> {
 
     /// Adds an event that arrived at `now` (coordinator clock) with its (already clamped)
     /// timestamp and sender. Returns its key.
-    @discardableResult
+    @inlinable @discardableResult
     public mutating func insert(_ element: Element, timestamp: Millis, userId: String, arrival now: Millis) -> OrderKey {
         let key = OrderKey(timestamp: timestamp, userId: userId, arrival: nextArrival)
         nextArrival += 1
-        let entry = Entry(key: key, element: element)
-        if head == waiting.count || waiting[waiting.count - 1].key < key {
-            waiting.append(entry)
-        } else {
-            waiting.insert(entry, at: insertionIndex(for: key))
-        }
+        waiting.push(Entry(key: key, element: element))
+        waitingArrivals.insert(key.arrival)
         let (due, overflow) = now.addingReportingOverflow(window)
         deadlines.push(Deadline(at: overflow ? .max : due, key: key))
         return key
@@ -75,68 +87,38 @@ public struct ReorderBuffer<Element> {
 
     /// The events whose window has passed at `now`, with every waiting event that sorts
     /// before them, in sort order.
-    public mutating func release(now: Millis) -> [Element] {
+    @inlinable public mutating func release(now: Millis) -> [Element] {
         var cutoff: OrderKey?
         while let top = deadlines.min, top.at <= now {
             deadlines.popMin()
-            guard isWaiting(top.key) else { continue }
+            guard waitingArrivals.contains(top.key.arrival) else { continue }
             if cutoff.map({ $0 < top.key }) ?? true { cutoff = top.key }
         }
         guard let cutoff else { return [] }
-        var end = head
-        while end < waiting.count, waiting[end].key <= cutoff { end += 1 }
-        return leave(upTo: end)
+        return leave { $0 <= cutoff }
     }
 
     /// Everything still waiting, in sort order (shutdown: drain without waiting).
-    public mutating func releaseAll() -> [Element] {
-        let out = leave(upTo: waiting.count)
-        deadlines = MinHeap()
-        return out
+    @inlinable public mutating func releaseAll() -> [Element] {
+        leave { _ in true }
     }
 
-    // MARK: Internals
-
-    private mutating func leave(upTo end: Int) -> [Element] {
-        guard end > head else { return [] }
+    @inlinable mutating func leave(while sortsBefore: (OrderKey) -> Bool) -> [Element] {
         var out: [Element] = []
-        out.reserveCapacity(end - head)
-        let before = highestReleased
-        for index in head..<end {
-            let entry = waiting[index]
-            if let before, entry.key < before { lateCount += 1 }
-            out.append(entry.element)
+        let before = highest
+        var last: OrderKey?
+        while let top = waiting.min, sortsBefore(top.key) {
+            waiting.popMin()
+            waitingArrivals.remove(top.key.arrival)
+            if let before, top.key < before { lates += 1 }
+            out.append(top.element)
+            last = top.key
         }
-        let last = waiting[end - 1].key
-        if before.map({ $0 < last }) ?? true { highestReleased = last }
-        head = end
-        if head == waiting.count {
-            waiting.removeAll(keepingCapacity: true)
-            head = 0
-        } else if head > 64, head * 2 > waiting.count {
-            waiting.removeFirst(head)
-            head = 0
-        }
-        while let top = deadlines.min, !isWaiting(top.key) {
+        if let last, before.map({ $0 < last }) ?? true { highest = last }
+        while let top = deadlines.min, !waitingArrivals.contains(top.key.arrival) {
             deadlines.popMin()
         }
         return out
-    }
-
-    /// The first index from `head` whose key is not below `key`.
-    private func insertionIndex(for key: OrderKey) -> Int {
-        var low = head
-        var high = waiting.count
-        while low < high {
-            let mid = (low + high) / 2
-            if waiting[mid].key < key { low = mid + 1 } else { high = mid }
-        }
-        return low
-    }
-
-    private func isWaiting(_ key: OrderKey) -> Bool {
-        let index = insertionIndex(for: key)
-        return index < waiting.count && waiting[index].key == key
     }
 }
 

@@ -14,11 +14,11 @@ extension RoomState {
     /// "leases":[{"stickerId","deadline"}]}`; tombstones sorted and leases in creation
     /// order, so the same state always gives the same bytes.
     public func persisted() -> JSON {
-        let live = stickers
+        let live = stickersWithLeases
         var leases: [JSON] = []
-        for sticker in live {
-            if let deadline = leaseDeadlines[sticker.id] {
-                leases.append(.obj(["stickerId": .string(sticker.id), "deadline": .int(deadline)]))
+        for (sticker, lease) in live {
+            if let lease {
+                leases.append(.obj(["stickerId": .string(sticker.id), "deadline": .int(lease)]))
             }
         }
         let sortedTombstones = tombstones.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
@@ -27,7 +27,7 @@ extension RoomState {
             "roomId": .string(roomId),
             "version": .int(version),
             "updatedAt": .int(updatedAt),
-            "stickers": .array(live.map { $0.json() }),
+            "stickers": .array(live.map { $0.sticker.json() }),
             "tombstones": .array(sortedTombstones.map(JSON.string)),
             "leases": .array(leases),
         ])

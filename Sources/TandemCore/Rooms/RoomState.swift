@@ -2,8 +2,9 @@
 ///
 /// `apply` implements the contract's Rooms rules. Every operation is O(1) or O(log n)
 /// (amortised) in the number of stickers: a dictionary maps each id to its slot in
-/// creation order, a deleted sticker leaves a hole that is squeezed out once holes make
-/// up half the slots, and lock deadlines sit in a min-heap with lazy removal.
+/// creation order, a deleted sticker leaves a dead slot that is squeezed out once dead
+/// slots make up half of them, and lock deadlines sit in a min-heap of (deadline, slot)
+/// with lazy removal, so an event costs one hash lookup.
 public struct RoomState: Sendable {
     public let roomId: String
     /// 0 while the room does not exist; its first accepted event makes it 1.
@@ -12,17 +13,34 @@ public struct RoomState: Sendable {
     public private(set) var updatedAt: Millis = 0
     /// Ids that were deleted; they can never be created again.
     public private(set) var tombstones: Set<String> = []
-    /// The lock lease deadline of every owned sticker, by sticker id.
-    public private(set) var leaseDeadlines: [String: Millis] = [:]
 
-    /// Stickers in creation order; nil where one was deleted, until the next compaction.
-    private var slots: [Sticker?] = []
-    private var holes = 0
-    /// stickerId -> index in `slots`, for live stickers only.
+    /// Stickers in creation order with their lock deadlines; deleted ones stay as dead
+    /// slots until the next compaction.
+    private var slots: [Slot] = []
+    private var deadSlots = 0
+    /// stickerId -> index in `slots`, for live stickers only. The one hash per event.
     private var positions: [String: Int] = [:]
-    /// Every entry of `leaseDeadlines`, plus stale entries that are dropped lazily. The
-    /// minimum is always a live entry (see `settleLeaseQueue`).
-    private var leaseQueue = MinHeap<LeaseEntry>()
+    /// (deadline, slot) of every held lock, plus stale entries dropped lazily. Its
+    /// minimum is always a live lease (see `settleLeaseQueue`).
+    private var leaseQueue = MonotoneQueue<LeaseEntry>()
+    private var leaseCount = 0
+
+    private struct Slot: Sendable {
+        var sticker: Sticker
+        var isLive = true
+        /// The lease deadline while someone holds the lock.
+        var lease: Millis?
+    }
+
+    /// A lock's deadline in the lease queue. Ties go by slot, i.e. creation order, so
+    /// expiry order is the same on every run and after a restart.
+    private struct LeaseEntry: Comparable, Sendable {
+        var deadline: Millis
+        var slot: Int
+        static func < (a: LeaseEntry, b: LeaseEntry) -> Bool {
+            a.deadline != b.deadline ? a.deadline < b.deadline : a.slot < b.slot
+        }
+    }
 
     public init(roomId: String) {
         self.roomId = roomId
@@ -32,15 +50,38 @@ public struct RoomState: Sendable {
     public var exists: Bool { version > 0 }
 
     /// The live stickers in creation order.
-    public var stickers: [Sticker] { slots.compactMap { $0 } }
+    public var stickers: [Sticker] {
+        var out: [Sticker] = []
+        out.reserveCapacity(positions.count)
+        for slot in slots where slot.isLive { out.append(slot.sticker) }
+        return out
+    }
 
     public var stickerCount: Int { positions.count }
 
     public func sticker(_ id: String) -> Sticker? {
-        positions[id].flatMap { slots[$0] }
+        positions[id].map { slots[$0].sticker }
     }
 
     public func isDeleted(_ id: String) -> Bool { tombstones.contains(id) }
+
+    /// The lease deadline of every held lock, by sticker id (O(n): for inspection).
+    public var leaseDeadlines: [String: Millis] {
+        var out: [String: Millis] = [:]
+        for slot in slots where slot.isLive {
+            if let lease = slot.lease { out[slot.sticker.id] = lease }
+        }
+        return out
+    }
+
+    /// The live stickers in creation order, each with its lease deadline if locked.
+    var stickersWithLeases: [(sticker: Sticker, lease: Millis?)] {
+        slots.compactMap { $0.isLive ? ($0.sticker, $0.lease) : nil }
+    }
+
+    public func leaseDeadline(of id: String) -> Millis? {
+        positions[id].flatMap { slots[$0].lease }
+    }
 
     /// When the coordinator must next call `expireLeases(now:)`; nil when no lock is held.
     public var nextLeaseDeadline: Millis? { leaseQueue.min?.deadline }
@@ -56,7 +97,7 @@ public struct RoomState: Sendable {
         let position = positions[id]
         let subject: StickerRules.Subject
         if let position {
-            subject = .live(owner: slots[position].unsafelyUnwrapped.owner)
+            subject = .live(owner: slots[position].sticker.owner)
         } else if tombstones.contains(id) {
             subject = .deleted
         } else {
@@ -74,29 +115,29 @@ public struct RoomState: Sendable {
         case .create:
             let sticker = Sticker(creating: event, by: user)
             positions[id] = slots.count
-            slots.append(sticker)
-            setLease(id, deadline: Self.deadline(now: now, lease: lease))
+            slots.append(Slot(sticker: sticker))
+            setLease(slots.count - 1, deadline: Self.deadline(now: now, lease: lease))
             after = sticker
             kind = .create
         case .delete:
             let position = position.unsafelyUnwrapped
-            slots[position] = nil
-            holes += 1
+            clearLease(position)
+            slots[position].isLive = false
+            deadSlots += 1
             positions.removeValue(forKey: id)
             tombstones.insert(id)
-            clearLease(id)
             compactIfSparse()
             after = nil
             kind = .delete
         case .acquire, .update, .release:
             let position = position.unsafelyUnwrapped
-            slots[position]!.apply(event, by: user)
-            after = slots[position]
+            slots[position].sticker.apply(event, by: user)
+            after = slots[position].sticker
             if event.type == .release {
-                clearLease(id)
+                clearLease(position)
                 kind = .release
             } else {
-                setLease(id, deadline: Self.deadline(now: now, lease: lease))
+                setLease(position, deadline: Self.deadline(now: now, lease: lease))
                 kind = event.type == .acquire ? .acquire : .update
             }
         }
@@ -105,14 +146,15 @@ public struct RoomState: Sendable {
 
     // MARK: Lock expiry
 
-    /// Releases every lock whose lease deadline is at or before `now`, earliest first:
-    /// one `expire` change (and one version) each, the sticker's `updatedAt` = `now`.
+    /// Releases every lock whose lease deadline is at or before `now`, earliest first
+    /// (ties in creation order): one `expire` change (and one version) each, the
+    /// sticker's `updatedAt` = `now`.
     public mutating func expireLeases(now: Millis) -> [RoomChange] {
         var changes: [RoomChange] = []
         while let top = leaseQueue.min, top.deadline <= now {
             leaseQueue.popMin()
-            guard leaseDeadlines[top.stickerId] == top.deadline else { continue }
-            changes.append(expireLock(top.stickerId, now: now))
+            guard slots[top.slot].isLive, slots[top.slot].lease == top.deadline else { continue }
+            changes.append(expireLock(top.slot, now: now))
         }
         settleLeaseQueue()
         return changes
@@ -120,26 +162,24 @@ public struct RoomState: Sendable {
 
     /// Releases every lock `user` holds (their presence grace ran out), in creation order.
     public mutating func expireLocks(ownedBy user: String, now: Millis) -> [RoomChange] {
-        var owned: [(position: Int, id: String)] = []
-        for id in leaseDeadlines.keys {
-            if let position = positions[id], slots[position]?.owner == user {
-                owned.append((position, id))
-            }
+        guard leaseCount > 0 else { return [] }
+        var changes: [RoomChange] = []
+        for index in slots.indices where slots[index].isLive && slots[index].lease != nil && slots[index].sticker.owner == user {
+            changes.append(expireLock(index, now: now))
         }
-        owned.sort { $0.position < $1.position }
-        let changes = owned.map { expireLock($0.id, now: now) }
         settleLeaseQueue()
         return changes
     }
 
-    private mutating func expireLock(_ id: String, now: Millis) -> RoomChange {
-        leaseDeadlines.removeValue(forKey: id)
-        let position = positions[id]!
-        slots[position]!.owner = nil
-        slots[position]!.updatedAt = now
+    private mutating func expireLock(_ index: Int, now: Millis) -> RoomChange {
+        slots[index].lease = nil
+        leaseCount -= 1
+        slots[index].sticker.owner = nil
+        slots[index].sticker.updatedAt = now
         version += 1
         updatedAt = now
-        return RoomChange(version: version, eventId: nil, userId: nil, type: .expire, stickerId: id, sticker: slots[position])
+        let sticker = slots[index].sticker
+        return RoomChange(version: version, eventId: nil, userId: nil, type: .expire, stickerId: sticker.id, sticker: sticker)
     }
 
     // MARK: Bookkeeping
@@ -149,41 +189,55 @@ public struct RoomState: Sendable {
         return overflow ? .max : sum
     }
 
-    private mutating func setLease(_ id: String, deadline: Millis) {
-        let previous = leaseDeadlines.updateValue(deadline, forKey: id)
+    private mutating func setLease(_ index: Int, deadline: Millis) {
+        let previous = slots[index].lease
         guard previous != deadline else { return }
-        leaseQueue.push(LeaseEntry(deadline: deadline, stickerId: id))
-        if previous != nil { settleLeaseQueue() }
+        slots[index].lease = deadline
+        leaseQueue.push(LeaseEntry(deadline: deadline, slot: index))
+        if previous == nil {
+            leaseCount += 1
+        } else {
+            settleLeaseQueue()
+        }
     }
 
-    private mutating func clearLease(_ id: String) {
-        guard leaseDeadlines.removeValue(forKey: id) != nil else { return }
+    private mutating func clearLease(_ index: Int) {
+        guard slots[index].lease != nil else { return }
+        slots[index].lease = nil
+        leaseCount -= 1
         settleLeaseQueue()
     }
 
     /// Drops stale entries from the top of the lease queue, so that its minimum is a live
     /// lease, and rebuilds it when stale entries outnumber live ones.
     private mutating func settleLeaseQueue() {
-        if leaseQueue.count > 2 * leaseDeadlines.count + 64 {
+        if leaseQueue.count > 2 * leaseCount + 64 {
             rebuildLeaseQueue()
             return
         }
-        while let top = leaseQueue.min, leaseDeadlines[top.stickerId] != top.deadline {
+        while let top = leaseQueue.min, !(slots[top.slot].isLive && slots[top.slot].lease == top.deadline) {
             leaseQueue.popMin()
         }
     }
 
-    mutating func rebuildLeaseQueue() {
-        leaseQueue = MinHeap(leaseDeadlines.map { LeaseEntry(deadline: $0.value, stickerId: $0.key) })
+    private mutating func rebuildLeaseQueue() {
+        var entries: [LeaseEntry] = []
+        entries.reserveCapacity(leaseCount)
+        for (index, slot) in slots.enumerated() where slot.isLive {
+            if let lease = slot.lease { entries.append(LeaseEntry(deadline: lease, slot: index)) }
+        }
+        leaseQueue = MonotoneQueue(entries)
     }
 
+    /// Squeezes out dead slots once they make up half of them (amortised O(1) per delete).
     private mutating func compactIfSparse() {
-        guard holes > 32, holes * 2 > slots.count else { return }
-        slots.removeAll(where: { $0 == nil })
-        holes = 0
-        for (index, sticker) in slots.enumerated() {
-            positions[sticker.unsafelyUnwrapped.id] = index
+        guard deadSlots > 32, deadSlots * 2 > slots.count else { return }
+        slots.removeAll(where: { !$0.isLive })
+        deadSlots = 0
+        for (index, slot) in slots.enumerated() {
+            positions[slot.sticker.id] = index
         }
+        rebuildLeaseQueue()
     }
 
     /// Restores a state from its parts (see `RoomState+Persistence`); the caller has
@@ -193,23 +247,12 @@ public struct RoomState: Sendable {
         self.version = version
         self.updatedAt = updatedAt
         self.tombstones = tombstones
-        self.leaseDeadlines = leaseDeadlines
-        slots = stickers
+        slots = stickers.map { Slot(sticker: $0, lease: leaseDeadlines[$0.id]) }
+        leaseCount = slots.count(where: { $0.lease != nil })
         for (index, sticker) in stickers.enumerated() {
             positions[sticker.id] = index
         }
         rebuildLeaseQueue()
-    }
-}
-
-/// A lock's deadline in the lease queue. Ties go by sticker id, so expiry order is the
-/// same on every run and after a restart.
-private struct LeaseEntry: Comparable, Sendable {
-    var deadline: Millis
-    var stickerId: String
-
-    static func < (a: LeaseEntry, b: LeaseEntry) -> Bool {
-        a.deadline != b.deadline ? a.deadline < b.deadline : a.stickerId.utf8.lexicographicallyPrecedes(b.stickerId.utf8)
     }
 }
 

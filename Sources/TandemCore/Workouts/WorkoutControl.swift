@@ -6,7 +6,7 @@ public struct WorkoutControl: Sendable, Equatable {
 
     public let commandId: String
     public let type: Kind
-    public let timestamp: Millis
+    public var timestamp: Millis
     /// Only meaningful on `start`; nil means the default, `standalone`.
     public let mode: WorkoutMode?
 

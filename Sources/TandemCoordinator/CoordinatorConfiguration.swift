@@ -1,0 +1,35 @@
+import TandemCore
+
+/// Everything the coordinator is told at start (CONTRACT "Operating contract").
+public struct CoordinatorConfiguration: Sendable {
+    public var host = "127.0.0.1"
+    public var port = 1883
+    public var username: String?
+    public var password: String?
+    public var clientId = "tandem-coordinator"
+    public var databasePath = "./data/tandem.sqlite"
+    public var topicRoot = Topics.defaultRoot
+    /// How long each event waits for earlier-timestamped ones, in milliseconds.
+    public var reorderWindowMs: Millis = 30
+    /// Timestamps further ahead of our clock than this are clamped to it.
+    public var maxSkewMs: Millis = 2000
+    /// A lock with no accepted event from its owner on that sticker expires after this.
+    public var lockLeaseMs: Millis = 30_000
+    /// A lock whose owner's presence topics all went offline expires after this.
+    public var presenceGraceMs: Millis = 5_000
+    /// How often `coordinator/metrics` is published.
+    public var metricsIntervalMs: Millis = 5_000
+    /// A running workout's snapshot is published at most this often.
+    public var workoutSnapshotIntervalMs: Millis = 1_000
+    /// Ids are remembered for duplicate detection at least this long (contract: 24 h).
+    public var seenIdRetentionMs: Millis = 48 * 3600 * 1000
+    /// The MQTT session is kept by the broker this long after we vanish.
+    public var sessionExpirySeconds: UInt32 = 7 * 24 * 3600
+
+    public init() {}
+}
+
+/// The version the coordinator reports in its status.
+public enum TandemVersion {
+    public static let current = "0.1.0"
+}

@@ -1,0 +1,261 @@
+import Foundation
+import Logging
+import ServiceLifecycle
+import Synchronization
+import TandemCore
+import TandemMQTT
+import TandemStore
+
+/// The coordinator as a long-running service: one visible pipeline,
+/// topic → decode → order → apply → persist → publish.
+///
+/// All state lives in one ``Engine`` value owned by the single task that runs
+/// ``run()``; the MQTT client's callbacks only feed messages into that task's inbox,
+/// and the store is an actor the task awaits. A batch is written to SQLite in one
+/// transaction *before* anything it produced is published.
+public final class CoordinatorService: Service {
+    let configuration: CoordinatorConfiguration
+    let logger: Logger
+    let topics: Topics
+
+    public init(configuration: CoordinatorConfiguration, logger: Logger) {
+        self.configuration = configuration
+        self.logger = logger
+        self.topics = Topics(root: configuration.topicRoot)
+    }
+
+    enum Input: Sendable {
+        case message(MQTTMessage)
+        case connection(MQTTConnectionEvent)
+        case inboundEnded(String)
+        case tick
+        case metricsTick
+        case shutdown
+    }
+
+    public func run() async throws {
+        let startedAt = WallClock.now()
+        let store: TandemStore
+        do {
+            store = try TandemStore.open(path: configuration.databasePath)
+        } catch {
+            logger.critical("cannot open the database \(configuration.databasePath): \(error)")
+            throw error
+        }
+        var engine = try await Engine.recover(configuration: configuration, store: store, now: startedAt)
+        logger.info("database \(configuration.databasePath) open, epoch \(engine.epoch): \(engine.summaryLine)")
+
+        let client = try MQTTClient(
+            configuration: MQTTConfiguration(
+                host: configuration.host,
+                port: configuration.port,
+                clientId: configuration.clientId,
+                username: configuration.username,
+                password: configuration.password,
+                will: MQTTWill(topic: topics.coordinatorStatus, payload: Self.offlinePayload, qos: .atLeastOnce, retain: true),
+                session: .persistent(expirySeconds: configuration.sessionExpirySeconds),
+                maxInflight: 20_000,
+                receiveMaximum: 20_000
+            ),
+            logger: Logger(label: "tandem.mqtt")
+        )
+        // Registered before CONNECT: whatever the broker queued for our session while we
+        // were down is delivered into this subscription, not dropped.
+        let inbound = try await client.subscribe(topics.inboundFilters, qos: .atLeastOnce)
+        logger.info("connecting to MQTT broker \(configuration.host):\(configuration.port) as \(configuration.username ?? "(anonymous)"), client id \(configuration.clientId)")
+        do {
+            try await cancelWhenGracefulShutdown { try await client.connect() }
+        } catch {
+            await client.disconnect()
+            await store.close()
+            if error is CancellationError { return }
+            logger.critical("cannot connect to the broker: \(error)")
+            throw error
+        }
+        try await client.publish(topics.coordinatorStatus, payload: onlinePayload(startedAt: startedAt), qos: .atLeastOnce, retain: true)
+        logger.info("online: every subscription acknowledged; status published on \(topics.coordinatorStatus)")
+        send(engine.allSnapshots(), via: client, metrics: &engine.metrics)
+
+        var failure: (any Error)?
+        do {
+            try await pipeline(engine: &engine, client: client, store: store, inbound: inbound, startedAt: startedAt)
+        } catch {
+            failure = error
+            logger.critical("stopping after an error: \(error)")
+        }
+
+        // Drain: nothing new is taken; what waits in the reorder buffer is applied now,
+        // committed, and published with the last snapshots.
+        if failure == nil {
+            let last = engine.flush(now: WallClock.now())
+            do {
+                try await commit(last, engine: &engine, store: store, client: client)
+            } catch {
+                failure = error
+                logger.critical("final commit failed: \(error)")
+            }
+        }
+        do {
+            try await client.publish(topics.coordinatorStatus, payload: Self.offlinePayload, qos: .atLeastOnce, retain: true)
+        } catch {
+            logger.warning("could not publish the offline status: \(error)")
+        }
+        await client.disconnect()
+        await store.close()
+        logger.info("stopped cleanly")
+        if let failure { throw failure }
+    }
+
+    private func pipeline(engine: inout Engine, client: MQTTClient, store: TandemStore, inbound: MQTTSubscription, startedAt: Millis) async throws {
+        let (inputs, feed) = AsyncStream.makeStream(of: Input.self)
+        let metricsInterval = Duration.milliseconds(configuration.metricsIntervalMs)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                do {
+                    for try await message in inbound { feed.yield(.message(message)) }
+                    feed.yield(.inboundEnded("subscription finished"))
+                } catch {
+                    feed.yield(.inboundEnded("\(error)"))
+                }
+            }
+            group.addTask {
+                for await event in client.events { feed.yield(.connection(event)) }
+            }
+            group.addTask {
+                while !Task.isCancelled {
+                    try await Task.sleep(for: metricsInterval)
+                    feed.yield(.metricsTick)
+                }
+            }
+            defer { group.cancelAll() }
+
+            let timer = Timer(feed: feed)
+            var connections = 0
+            try await withGracefulShutdownHandler {
+                loop: for await input in inputs {
+                    let now = WallClock.now()
+                    switch input {
+                    case .message(let message):
+                        let immediate = engine.ingest(topic: message.topic, payload: message.payload, now: now)
+                        send(immediate, via: client, metrics: &engine.metrics)
+                    case .connection(.connected(let sessionPresent)):
+                        connections += 1
+                        // The first is the connect() above, which published the status already.
+                        guard connections > 1 else { break }
+                        logger.info("MQTT reconnected (session present: \(sessionPresent))")
+                        // A will may have marked us offline while the connection was down.
+                        client.enqueueLogged(topics.coordinatorStatus, payload: onlinePayload(startedAt: startedAt), retain: true, logger: logger)
+                    case .connection(.disconnected(let reason)):
+                        logger.warning("MQTT: \(reason)")
+                    case .inboundEnded(let reason):
+                        logger.error("inbound subscription ended: \(reason)")
+                        break loop
+                    case .metricsTick:
+                        let metrics = engine.metricsPublication(uptimeSeconds: Double(now - startedAt) / 1000)
+                        client.enqueueLogged(metrics.topic, payload: metrics.payload, qos: .atMostOnce, retain: true, logger: logger)
+                    case .tick:
+                        break
+                    case .shutdown:
+                        logger.info("shutting down: draining")
+                        break loop
+                    }
+                    if let deadline = engine.nextDeadline, deadline <= WallClock.now() {
+                        let step = engine.step(now: WallClock.now())
+                        try await commit(step, engine: &engine, store: store, client: client)
+                    }
+                    if let deadline = engine.nextDeadline {
+                        timer.schedule(at: deadline)
+                    }
+                }
+            } onGracefulShutdown: {
+                feed.yield(.shutdown)
+            }
+        }
+    }
+
+    /// Persists a step's batch in one transaction, then publishes what it produced.
+    private func commit(_ step: Engine.Step, engine: inout Engine, store: TandemStore, client: MQTTClient) async throws {
+        if !step.batch.isEmpty {
+            let clock = ContinuousClock()
+            let started = clock.now
+            try await store.commit(step.batch)
+            let elapsed = clock.now - started
+            let ms = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
+            engine.metrics.batches += 1
+            engine.metrics.commitMillisTotal += ms
+            engine.metrics.commitMillisMax = max(engine.metrics.commitMillisMax, ms)
+        }
+        send(step.publications, via: client, metrics: &engine.metrics)
+    }
+
+    private func send(_ publications: [Publication], via client: MQTTClient, metrics: inout Metrics) {
+        for p in publications {
+            do {
+                try client.enqueue(p.topic, payload: p.payload, qos: p.qos == 0 ? .atMostOnce : .atLeastOnce, retain: p.retain)
+                metrics.messagesOut += 1
+            } catch {
+                metrics.publishErrors += 1
+                logger.debug("publish to \(p.topic) failed: \(error)")
+            }
+        }
+    }
+
+    static let offlinePayload = JSON.obj(["online": false]).serialized()
+
+    func onlinePayload(startedAt: Millis) -> [UInt8] {
+        JSON.obj(["online": true, "startedAt": .int(startedAt), "version": .string(TandemVersion.current)]).serialized()
+    }
+
+    /// `--check`: the database's integrity and what it holds.
+    public static func checkDatabase(at path: String) async throws -> String {
+        guard FileManager.default.fileExists(atPath: path) else {
+            throw CheckError(message: "no database at \(path)")
+        }
+        let store = try TandemStore.open(path: path)
+        let integrity = try await store.integrityCheck()
+        let summary = try await store.summary()
+        await store.close()
+        return "integrity: \(integrity)\n\(summary)"
+    }
+
+    struct CheckError: Error, CustomStringConvertible {
+        var message: String
+        var description: String { message }
+    }
+}
+
+/// Wakes the pipeline at the engine's next deadline (reorder window, lease, grace,
+/// throttled snapshot). Only an earlier deadline than the one pending schedules anew.
+final class Timer: Sendable {
+    let feed: AsyncStream<CoordinatorService.Input>.Continuation
+    let pending = Mutex<Millis?>(nil)
+
+    init(feed: AsyncStream<CoordinatorService.Input>.Continuation) {
+        self.feed = feed
+    }
+
+    func schedule(at deadline: Millis) {
+        let needed = pending.withLock { current -> Bool in
+            if let current, current <= deadline, current > WallClock.now() - 1000 { return false }
+            current = deadline
+            return true
+        }
+        guard needed else { return }
+        Task { [self] in
+            let delay = deadline - WallClock.now()
+            if delay > 0 { try? await Task.sleep(for: .milliseconds(delay)) }
+            self.pending.withLock { if $0 == deadline { $0 = nil } }
+            self.feed.yield(.tick)
+        }
+    }
+}
+
+extension MQTTClient {
+    func enqueueLogged(_ topic: String, payload: [UInt8], qos: MQTTQoS = .atLeastOnce, retain: Bool, logger: Logger) {
+        do {
+            try enqueue(topic, payload: payload, qos: qos, retain: retain)
+        } catch {
+            logger.debug("publish to \(topic) failed: \(error)")
+        }
+    }
+}

@@ -1,0 +1,80 @@
+import TandemCore
+import TandemStore
+
+/// Rooms: edit events through the buffer, lock leases and presence expiry, and one
+/// RoomChanges + one retained snapshot per changed room per step.
+extension Engine {
+    mutating func ingestRoomEvent(roomId: String, user: String, payload: [UInt8], now: Millis) -> [Publication] {
+        switch EditEvent.decode(payload) {
+        case .failure(let failure):
+            metrics.rejected += 1
+            return [receipt(.rejected(id: failure.id, kind: .room, failure.rejection, version: roomVersion(roomId)), to: user)]
+        case .success(let event):
+            let item = Buffered(user: user, id: event.eventId, command: .room(roomId: roomId, event: event), payload: payload)
+            return admit(item, kind: .room, timestamp: event.timestamp, currentVersion: roomVersion(roomId), now: now)
+        }
+    }
+
+    func roomVersion(_ roomId: String) -> Int64? {
+        guard let room = rooms[roomId], room.exists else { return nil }
+        return room.version
+    }
+
+    mutating func applyRoomEvent(_ event: EditEvent, roomId: String, user: String, now: Millis, changes: inout BatchChanges) -> Receipt {
+        let outcome: RoomOutcome
+        if rooms[roomId] != nil {
+            outcome = rooms[roomId]!.apply(event, from: user, now: now, lease: configuration.lockLeaseMs)
+        } else {
+            // A room exists from its first accepted event; a refused one leaves no trace.
+            var room = RoomState(roomId: roomId)
+            outcome = room.apply(event, from: user, now: now, lease: configuration.lockLeaseMs)
+            if outcome.isAccepted { rooms[roomId] = room }
+        }
+        if let change = outcome.change {
+            changes.room(roomId, change)
+            trackLease(of: rooms[roomId]!)
+        }
+        return outcome.receipt(id: event.eventId)
+    }
+
+    /// Files the room's next lease deadline (entries that are no longer true are skipped
+    /// when they come up).
+    mutating func trackLease(of room: RoomState) {
+        if let deadline = room.nextLeaseDeadline {
+            leaseDeadlines.insert(LeaseDeadline(at: deadline, roomId: room.roomId))
+        }
+    }
+
+    /// Leases that ran out, and locks of owners whose presence grace ran out.
+    mutating func expireLocks(now: Millis, changes: inout BatchChanges) {
+        while let next = leaseDeadlines.min, next.at <= now {
+            _ = leaseDeadlines.removeMin()
+            guard let deadline = rooms[next.roomId]?.nextLeaseDeadline, deadline <= now else { continue }
+            let expired = rooms[next.roomId]!.expireLeases(now: now)
+            for change in expired { changes.room(next.roomId, change) }
+            metrics.lockExpiries += expired.count
+            trackLease(of: rooms[next.roomId]!)
+        }
+        for user in presence.takeExpired(now: now) {
+            for roomId in rooms.keys.sorted() where rooms[roomId]!.stickers.contains(where: { $0.owner == user }) {
+                let expired = rooms[roomId]!.expireLocks(ownedBy: user, now: now)
+                for change in expired { changes.room(roomId, change) }
+                metrics.lockExpiries += expired.count
+            }
+        }
+    }
+
+    func publishRooms(_ changed: [String: [RoomChange]], order: [String], into step: inout Step) {
+        for roomId in order {
+            guard let room = rooms[roomId], let list = changed[roomId], !list.isEmpty else { continue }
+            step.batch.entities.append(EntityRow(
+                kind: EntityKind.room, key: roomId, version: room.version,
+                body: room.persisted().serialized(), updatedAt: room.updatedAt))
+            if let roomChanges = RoomChanges(roomId: roomId, epoch: epoch, changes: list) {
+                step.publications.append(Publication(topic: topics.roomChanges(room: roomId), payload: roomChanges.json().serialized()))
+            }
+            step.publications.append(Publication(
+                topic: topics.roomState(room: roomId), payload: room.snapshot(epoch: epoch).json().serialized(), retain: true))
+        }
+    }
+}

@@ -1,0 +1,314 @@
+import HeapModule
+import TandemCore
+import TandemStore
+
+/// The coordinator's state and rules, with no I/O: messages in, a store batch and the
+/// publications it allows out.
+///
+/// ``ingest(topic:payload:now:)`` takes one inbound message at once: topic and payload
+/// checks, duplicate ids, and telemetry (which does not wait) are decided there, and
+/// events and commands go into the reorder buffer. ``step(now:)`` releases what the
+/// window lets go, applies it in order, runs lock and presence expiry and throttled
+/// workout snapshots, and returns a ``Step``: what to persist in one transaction and
+/// what to publish once that transaction is committed.
+public struct Engine {
+    public struct Step: Sendable {
+        public var batch = StoreBatch()
+        public var publications: [Publication] = []
+    }
+
+    /// One event or command waiting in the reorder buffer.
+    struct Buffered {
+        enum Command {
+            case room(roomId: String, event: EditEvent)
+            case dm(DMCommand)
+            case workout(workoutId: String, device: Device, control: WorkoutControl)
+        }
+
+        var user: String
+        var id: String
+        var command: Command
+        var payload: [UInt8]
+    }
+
+    struct SeenKey: Hashable {
+        var user: String
+        var id: String
+    }
+
+    struct LeaseDeadline: Comparable {
+        var at: Millis
+        var roomId: String
+        static func < (a: LeaseDeadline, b: LeaseDeadline) -> Bool { (a.at, a.roomId) < (b.at, b.roomId) }
+    }
+
+    let configuration: CoordinatorConfiguration
+    let topics: Topics
+    public let epoch: String
+    public var metrics = Metrics()
+
+    var rooms: [String: RoomState] = [:]
+    var conversations: [ConversationKey: Conversation] = [:]
+    /// The `seq` of the last stored message of each conversation.
+    var messageSeq: [ConversationKey: Int64] = [:]
+    var workouts: [WorkoutKey: WorkoutState] = [:]
+    var seen: [SeenKey: Millis] = [:]
+    var buffer: ReorderBuffer<Buffered>
+    var presence: PresenceTracker
+    var leaseDeadlines = Heap<LeaseDeadline>()
+    /// Running workouts changed by telemetry whose snapshot waits for the throttle.
+    var workoutSnapshotDue: [WorkoutKey: Millis] = [:]
+    var workoutLastPublished: [WorkoutKey: Millis] = [:]
+    /// What ingest decided that must be persisted with the next step (telemetry).
+    var pendingBatch = StoreBatch()
+    var lastSeenPrune: Millis
+
+    public init(configuration: CoordinatorConfiguration, epoch: String, now: Millis) {
+        self.configuration = configuration
+        self.topics = Topics(root: configuration.topicRoot)
+        self.epoch = epoch
+        self.buffer = ReorderBuffer(window: configuration.reorderWindowMs)
+        self.presence = PresenceTracker(grace: configuration.presenceGraceMs)
+        self.lastSeenPrune = now
+    }
+
+    // MARK: Recovery
+
+    /// Rebuilds the state from the store's current-state rows (no history replay).
+    public static func recover(configuration: CoordinatorConfiguration, store: TandemStore, now: Millis) async throws -> Engine {
+        var engine = Engine(configuration: configuration, epoch: store.epoch, now: now)
+        for row in try await store.loadEntities(kind: EntityKind.room) {
+            let room = try RoomState(persisted: JSON.parse(row.body))
+            engine.rooms[room.roomId] = room
+            engine.trackLease(of: room)
+        }
+        for row in try await store.loadEntities(kind: EntityKind.conversation) {
+            let stored = try await store.latestMessages(conversation: row.key, limit: Conversation.windowSize)
+            let messages = stored.map { DirectMessage(id: $0.id, sender: $0.sender, text: $0.text, sentAt: $0.sentAt, isRead: $0.isRead) }
+            let conversation = try Conversation(persisted: JSON.parse(row.body), messages: messages)
+            engine.conversations[conversation.key] = conversation
+            engine.messageSeq[conversation.key] = stored.last?.seq ?? 0
+        }
+        for row in try await store.loadEntities(kind: EntityKind.workout) {
+            let workout = try WorkoutState(persisted: JSON.parse(row.body))
+            engine.workouts[WorkoutKey(user: workout.user, workoutId: workout.workoutId)] = workout
+        }
+        for id in try await store.loadSeenIds(since: now - configuration.seenIdRetentionMs) {
+            engine.seen[SeenKey(user: id.userId, id: id.id)] = id.seenAt
+        }
+        return engine
+    }
+
+    public var summaryLine: String {
+        "\(rooms.count) rooms, \(conversations.count) conversations, \(workouts.count) workouts, \(seen.count) remembered ids"
+    }
+
+    // MARK: Ingest
+
+    /// Takes one inbound message. Returns what can be published at once: rejections of
+    /// unreadable input and duplicates (they change nothing, so need no commit).
+    public mutating func ingest(topic: String, payload: [UInt8], now: Millis) -> [Publication] {
+        metrics.messagesIn += 1
+        guard let route = topics.parseInbound(topic) else {
+            metrics.dropped += 1
+            return []
+        }
+        switch route {
+        case .roomEvent(let roomId, let user):
+            return ingestRoomEvent(roomId: roomId, user: user, payload: payload, now: now)
+        case .dmCommand(let user):
+            return ingestDMCommand(user: user, payload: payload, now: now)
+        case .workoutControl(let user, let workoutId, let device):
+            return ingestWorkoutControl(user: user, workoutId: workoutId, device: device, payload: payload, now: now)
+        case .flight(let user, let workoutId, let device):
+            return ingestFlight(user: user, workoutId: workoutId, device: device, payload: payload, now: now)
+        case .health(let user, let workoutId, let device):
+            return ingestHealth(user: user, workoutId: workoutId, device: device, payload: payload, now: now)
+        case .presence(let user, let clientId):
+            if let online = PresenceTracker.parse(payload) {
+                presence.update(user: user, clientId: clientId, online: online, now: now)
+            }
+            return []
+        case .request:
+            // Queries are answered by the service from the store (see ``ClientRequest``).
+            return []
+        case .invalid(let user, let kind, let reason):
+            let idKey = kind == .room ? "eventId" : "commandId"
+            let id = (try? JSON.parse(payload))?[idKey]?.stringValue.flatMap { Identifier.isValid($0) ? $0 : nil } ?? ""
+            return [receipt(.rejected(id: id, kind: kind, .invalid(reason), version: nil), to: user)]
+        }
+    }
+
+    /// The common path of buffered events and commands after decoding: duplicate check,
+    /// timestamp clamp, into the buffer.
+    mutating func admit(_ item: Buffered, kind: Receipt.Kind, timestamp: Millis, currentVersion: Int64?, now: Millis) -> [Publication] {
+        let key = SeenKey(user: item.user, id: item.id)
+        if seen[key] != nil {
+            return [receipt(.duplicate(id: item.id, kind: kind, version: currentVersion), to: item.user)]
+        }
+        seen[key] = now
+        var item = item
+        let clamped = ReorderBuffer<Buffered>.clamp(timestamp: timestamp, now: now, maxSkew: configuration.maxSkewMs)
+        if clamped != timestamp {
+            metrics.clampedTimestamps += 1
+            item.setTimestamp(clamped)
+        }
+        _ = buffer.insert(item, timestamp: clamped, userId: item.user, arrival: now)
+        return []
+    }
+
+    func receipt(_ receipt: Receipt, to user: String) -> Publication {
+        Publication(topic: topics.receipts(user: user), payload: receipt.json.serialized())
+    }
+
+    // MARK: Step
+
+    /// When ``step(now:)`` next has something to do.
+    public var nextDeadline: Millis? {
+        var deadline = buffer.nextDeadline
+        func consider(_ d: Millis?) {
+            guard let d else { return }
+            deadline = min(deadline ?? d, d)
+        }
+        consider(leaseDeadlines.min?.at)
+        consider(presence.nextDeadline)
+        consider(workoutSnapshotDue.values.min())
+        if !pendingBatch.isEmpty { consider(0) }
+        return deadline
+    }
+
+    public mutating func step(now: Millis) -> Step {
+        let released = buffer.release(now: now)
+        return apply(released, now: now)
+    }
+
+    /// Applies everything still waiting without waiting out the window (shutdown).
+    public mutating func flush(now: Millis) -> Step {
+        let released = buffer.releaseAll()
+        return apply(released, now: now)
+    }
+
+    mutating func apply(_ released: [Buffered], now: Millis) -> Step {
+        var step = Step()
+        step.batch = pendingBatch
+        pendingBatch = StoreBatch()
+        metrics.lateEvents = buffer.lateCount
+        var receipts: [Publication] = []
+        var changes = BatchChanges()
+
+        for item in released {
+            let receipt: Receipt
+            let target: String
+            switch item.command {
+            case .room(let roomId, let event):
+                target = roomId
+                receipt = applyRoomEvent(event, roomId: roomId, user: item.user, now: now, changes: &changes)
+            case .dm(let command):
+                target = ConversationKey(item.user, command.peer).description
+                receipt = applyDMCommand(command, user: item.user, now: now, changes: &changes, batch: &step.batch)
+            case .workout(let workoutId, let device, let control):
+                target = "\(item.user)/\(workoutId)"
+                receipt = applyWorkoutControl(control, workoutId: workoutId, device: device, user: item.user, now: now, changes: &changes, batch: &step.batch)
+            }
+            metrics.count(receipt)
+            step.batch.seenIds.append(SeenId(userId: item.user, id: item.id, kind: receipt.kind, seenAt: seen[SeenKey(user: item.user, id: item.id)] ?? now))
+            step.batch.events.append(EventLogRow(
+                at: now, kind: receipt.kind, userId: item.user, target: target, id: item.id,
+                status: receipt.status, code: receipt.code, version: receipt.version, payload: item.payload))
+            receipts.append(self.receipt(receipt, to: item.user))
+        }
+        metrics.lastBatchSize = released.count
+
+        expireLocks(now: now, changes: &changes)
+        collectWorkoutSnapshots(now: now, changes: &changes)
+
+        publishRooms(changes.rooms, order: changes.roomOrder, into: &step)
+        publishConversations(changes.conversations, into: &step)
+        publishWorkouts(changes.workouts, now: now, into: &step)
+        // Receipts last: by the time a client hears "accepted, version N", snapshot N is out.
+        step.publications += receipts
+        pruneSeenIfDue(now: now)
+        return step
+    }
+
+    /// What one step changed, so each room, conversation and workout is published once.
+    struct BatchChanges {
+        var rooms: [String: [RoomChange]] = [:]
+        var roomOrder: [String] = []
+        var conversations: Set<ConversationKey> = []
+        var workouts: Set<WorkoutKey> = []
+
+        mutating func room(_ roomId: String, _ change: RoomChange) {
+            if rooms[roomId] == nil { roomOrder.append(roomId) }
+            rooms[roomId, default: []].append(change)
+        }
+    }
+
+    // MARK: Snapshots and metrics
+
+    /// Every snapshot, for republishing at start.
+    public func allSnapshots() -> [Publication] {
+        var out: [Publication] = []
+        for room in rooms.values where room.exists {
+            out.append(Publication(topic: topics.roomState(room: room.roomId), payload: room.snapshot(epoch: epoch).json().serialized(), retain: true))
+        }
+        for conversation in conversations.values where conversation.exists {
+            out += conversationSnapshots(conversation)
+        }
+        for workout in workouts.values {
+            out.append(workoutSnapshot(workout))
+        }
+        return out
+    }
+
+    public func metricsPublication(uptimeSeconds: Double) -> Publication {
+        let json = metrics.json(
+            uptimeSeconds: uptimeSeconds, bufferDepth: buffer.count, rooms: rooms.count,
+            conversations: conversations.count, workouts: workouts.count, seenIds: seen.count)
+        return Publication(topic: topics.coordinatorMetrics, payload: json.serialized(), retain: true, qos: 0)
+    }
+
+    /// Forgets ids older than the retention once an hour (the store prunes its copy).
+    mutating func pruneSeenIfDue(now: Millis) {
+        guard now - lastSeenPrune >= 3_600_000 else { return }
+        lastSeenPrune = now
+        let cutoff = now - configuration.seenIdRetentionMs
+        seen = seen.filter { $0.value >= cutoff }
+    }
+}
+
+/// A workout is named by its user and its id.
+struct WorkoutKey: Hashable {
+    var user: String
+    var workoutId: String
+}
+
+extension Engine.Buffered {
+    mutating func setTimestamp(_ timestamp: Millis) {
+        switch command {
+        case .room(let roomId, var event):
+            event.timestamp = timestamp
+            command = .room(roomId: roomId, event: event)
+        case .dm(var command):
+            command.timestamp = timestamp
+            self.command = .dm(command)
+        case .workout(let workoutId, let device, var control):
+            control.timestamp = timestamp
+            command = .workout(workoutId: workoutId, device: device, control: control)
+        }
+    }
+}
+
+extension Receipt {
+    /// The receipt as the contract writes it (`code` and `version` always present).
+    public var json: JSON {
+        .obj([
+            "id": .string(id),
+            "kind": .string(kind.rawValue),
+            "status": .string(status.rawValue),
+            "code": JSON(code?.rawValue),
+            "message": .string(message),
+            "version": JSON(version),
+        ])
+    }
+}

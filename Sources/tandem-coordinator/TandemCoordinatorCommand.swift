@@ -1,0 +1,159 @@
+import ArgumentParser
+import Foundation
+import Logging
+import ServiceLifecycle
+import TandemCoordinator
+import TandemCore
+
+@main
+struct TandemCoordinatorCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "tandem-coordinator",
+        abstract: "The authoritative Tandem coordinator: orders, judges and publishes shared state over MQTT.",
+        discussion: "Every option can also be set with the environment variable in brackets; a flag wins over the variable.",
+        version: TandemVersion.current
+    )
+
+    @Option(help: "MQTT broker host [TANDEM_MQTT_HOST] (default 127.0.0.1)")
+    var host: String?
+
+    @Option(help: "MQTT broker port [TANDEM_MQTT_PORT] (default 1883)")
+    var port: Int?
+
+    @Option(help: "MQTT username [TANDEM_MQTT_USERNAME]; none connects anonymously")
+    var username: String?
+
+    @Option(help: "MQTT password [TANDEM_MQTT_PASSWORD]")
+    var password: String?
+
+    @Option(help: "SQLite database file [TANDEM_DATABASE] (default ./data/tandem.sqlite)")
+    var database: String?
+
+    @Option(help: "Topic root [TANDEM_TOPIC_ROOT] (default tandem/v1)")
+    var topicRoot: String?
+
+    @Option(help: "Reorder window in milliseconds [TANDEM_REORDER_WINDOW_MS] (default 30)")
+    var reorderWindowMs: Int?
+
+    @Option(help: "Allowed clock skew in milliseconds [TANDEM_MAX_SKEW_MS] (default 2000)")
+    var maxSkewMs: Int?
+
+    @Option(help: "Lock lease in seconds, fractions allowed [TANDEM_LOCK_LEASE_SECONDS] (default 30)")
+    var lockLeaseSeconds: Double?
+
+    @Option(help: "Grace after an owner goes offline, in seconds [TANDEM_PRESENCE_GRACE_SECONDS] (default 5)")
+    var presenceGraceSeconds: Double?
+
+    @Option(help: "trace, debug, info, notice, warning, error or critical [TANDEM_LOG_LEVEL] (default info)")
+    var logLevel: String?
+
+    @Option(help: "MQTT client id [TANDEM_CLIENT_ID] (default tandem-coordinator)")
+    var clientId: String?
+
+    @Flag(help: "Check the database's integrity, print a summary of what it holds, and exit.")
+    var check = false
+
+    func validate() throws {
+        _ = try resolve(environment: ProcessInfo.processInfo.environment)
+    }
+
+    func run() async throws {
+        let settings = try resolve(environment: ProcessInfo.processInfo.environment)
+        let level = settings.level
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        let logger = Logger(label: "tandem.coordinator")
+        if check {
+            do {
+                print(try await CoordinatorService.checkDatabase(at: settings.configuration.databasePath))
+            } catch {
+                FileHandle.standardError.write(Data("tandem-coordinator: \(error)\n".utf8))
+                throw ExitCode(1)
+            }
+            return
+        }
+        let service = CoordinatorService(configuration: settings.configuration, logger: logger)
+        let group = ServiceGroup(
+            configuration: .init(
+                services: [.init(service: service)],
+                gracefulShutdownSignals: [.sigterm, .sigint],
+                logger: logger
+            )
+        )
+        do {
+            try await group.run()
+        } catch {
+            logger.critical("stopped: \(error)")
+            throw ExitCode(1)
+        }
+    }
+
+    /// Flags, then environment variables, then defaults. A bad value in either place is a
+    /// usage error (exit 64) naming the flag or the variable.
+    func resolve(environment env: [String: String]) throws -> (configuration: CoordinatorConfiguration, level: Logger.Level) {
+        var c = CoordinatorConfiguration()
+        func text(_ flag: String?, _ variable: String) -> String? {
+            if let flag { return flag }
+            if let value = env[variable], !value.isEmpty { return value }
+            return nil
+        }
+        func integer(_ flag: Int?, _ name: String, _ variable: String, range: ClosedRange<Int>) throws -> Int? {
+            let value: Int
+            if let flag {
+                value = flag
+            } else if let raw = env[variable], !raw.isEmpty {
+                guard let parsed = Int(raw) else { throw ValidationError("\(variable)=\(raw) is not an integer") }
+                value = parsed
+            } else {
+                return nil
+            }
+            guard range.contains(value) else {
+                throw ValidationError("--\(name) must be between \(range.lowerBound) and \(range.upperBound), not \(value)")
+            }
+            return value
+        }
+        func seconds(_ flag: Double?, _ name: String, _ variable: String) throws -> Millis? {
+            let value: Double
+            if let flag {
+                value = flag
+            } else if let raw = env[variable], !raw.isEmpty {
+                guard let parsed = Double(raw) else { throw ValidationError("\(variable)=\(raw) is not a number of seconds") }
+                value = parsed
+            } else {
+                return nil
+            }
+            guard value.isFinite, value > 0, value <= 86_400 * 365 else {
+                throw ValidationError("--\(name) must be a positive number of seconds, not \(value)")
+            }
+            return Millis((value * 1000).rounded())
+        }
+
+        if let v = text(host, "TANDEM_MQTT_HOST") { c.host = v }
+        if let v = try integer(port, "port", "TANDEM_MQTT_PORT", range: 1...65535) { c.port = v }
+        c.username = text(username, "TANDEM_MQTT_USERNAME")
+        c.password = text(password, "TANDEM_MQTT_PASSWORD")
+        if let v = text(database, "TANDEM_DATABASE") { c.databasePath = v }
+        if let v = text(topicRoot, "TANDEM_TOPIC_ROOT") {
+            guard !v.isEmpty, !v.hasSuffix("/"), !v.contains("+"), !v.contains("#") else {
+                throw ValidationError("--topic-root must be a topic without wildcards or a trailing /, not \(v)")
+            }
+            c.topicRoot = v
+        }
+        if let v = try integer(reorderWindowMs, "reorder-window-ms", "TANDEM_REORDER_WINDOW_MS", range: 0...60_000) { c.reorderWindowMs = Millis(v) }
+        if let v = try integer(maxSkewMs, "max-skew-ms", "TANDEM_MAX_SKEW_MS", range: 0...86_400_000) { c.maxSkewMs = Millis(v) }
+        if let v = try seconds(lockLeaseSeconds, "lock-lease-seconds", "TANDEM_LOCK_LEASE_SECONDS") { c.lockLeaseMs = v }
+        if let v = try seconds(presenceGraceSeconds, "presence-grace-seconds", "TANDEM_PRESENCE_GRACE_SECONDS") { c.presenceGraceMs = v }
+        if let v = text(clientId, "TANDEM_CLIENT_ID") {
+            guard !v.isEmpty, v.utf8.count <= 65535 else { throw ValidationError("--client-id must not be empty") }
+            c.clientId = v
+        }
+        let levelText = text(logLevel, "TANDEM_LOG_LEVEL") ?? "info"
+        guard let level = Logger.Level(rawValue: levelText.lowercased()) else {
+            throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical; not \(levelText)")
+        }
+        return (c, level)
+    }
+}

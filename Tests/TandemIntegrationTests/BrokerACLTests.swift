@@ -1,0 +1,184 @@
+import Testing
+import TestSupport
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// broker-config/acl, checked rule by rule against the shipped broker with the
+/// mosquitto command-line clients. A message is "through" when the other side
+/// receives it: mosquitto acknowledges a refused publish and drops it, and grants
+/// every subscription but never delivers what the subscriber may not read.
+/// Retained messages make each check one publish and one bounded read.
+@Suite struct BrokerACLTests {
+    static let ownInboundTopics = [
+        "tandem/v1/rooms/r1/events/{u}",
+        "tandem/v1/users/{u}/dm/commands",
+        "tandem/v1/users/{u}/workouts/w1/control/phone",
+        "tandem/v1/users/{u}/workouts/w1/flight/watch",
+        "tandem/v1/users/{u}/workouts/w1/health/watch",
+        "tandem/v1/users/{u}/requests",
+        "tandem/v1/presence/{u}/phone-1",
+    ]
+
+    @Test(arguments: ["alice", "bob", "carol"])
+    func userWritesItsOwnInboundTopics(user: String) async throws {
+        try await withBroker(.shipped) { broker in
+            for pattern in Self.ownInboundTopics {
+                let topic = pattern.replacingOccurrences(of: "{u}", with: user)
+                let through = try await delivered(broker, from: user, to: "coordinator", topic: topic)
+                #expect(through, "\(topic)")
+            }
+        }
+    }
+
+    @Test(arguments: [
+        // as someone else
+        "tandem/v1/rooms/r1/events/bob",
+        "tandem/v1/users/bob/dm/commands",
+        "tandem/v1/users/bob/workouts/w1/control/phone",
+        "tandem/v1/users/bob/workouts/w1/flight/phone",
+        "tandem/v1/users/bob/workouts/w1/health/watch",
+        "tandem/v1/users/bob/requests",
+        "tandem/v1/presence/bob/phone-1",
+        // what only the coordinator publishes
+        "tandem/v1/rooms/r1/state",
+        "tandem/v1/rooms/r1/changes",
+        "tandem/v1/users/alice/receipts",
+        "tandem/v1/users/alice/dm/conversations/bob",
+        "tandem/v1/users/alice/workouts/w1/state",
+        "tandem/v1/coordinator/status",
+        "tandem/v1/coordinator/metrics",
+        // one level too deep
+        "tandem/v1/rooms/r1/events/alice/x",
+        "tandem/v1/presence/alice/phone-1/x",
+    ])
+    func aliceCannotWrite(topic: String) async throws {
+        try await withBroker(.shipped) { broker in
+            let through = try await delivered(broker, from: "alice", to: "coordinator", topic: topic)
+            #expect(!through)
+        }
+    }
+
+    @Test(arguments: [
+        "tandem/v1/rooms/r1/state",
+        "tandem/v1/rooms/r1/changes",
+        "tandem/v1/users/alice/receipts",
+        "tandem/v1/users/alice/dm/conversations/bob",
+        "tandem/v1/users/alice/workouts/w1/state",
+        "tandem/v1/coordinator/status",
+        "tandem/v1/coordinator/metrics",
+    ])
+    func coordinatorWritesOutboundTopics(topic: String) async throws {
+        try await withBroker(.shipped) { broker in
+            let through = try await delivered(broker, from: "coordinator", to: "alice", topic: topic)
+            #expect(through)
+        }
+    }
+
+    /// (subscription, topic published, whether alice receives it)
+    @Test(arguments: [
+        ("tandem/v1/users/alice/#", "tandem/v1/users/alice/receipts", true),
+        ("tandem/v1/users/alice/dm/conversations/+", "tandem/v1/users/alice/dm/conversations/bob", true),
+        ("tandem/v1/users/alice/workouts/+/state", "tandem/v1/users/alice/workouts/w1/state", true),
+        // her phone follows her watch, and the other way round
+        ("tandem/v1/users/alice/workouts/w1/flight/+", "tandem/v1/users/alice/workouts/w1/flight/watch", true),
+        ("tandem/v1/users/alice/workouts/w1/health/watch", "tandem/v1/users/alice/workouts/w1/health/watch", true),
+        ("tandem/v1/rooms/+/state", "tandem/v1/rooms/r1/state", true),
+        ("tandem/v1/rooms/+/changes", "tandem/v1/rooms/r1/changes", true),
+        ("tandem/v1/presence/#", "tandem/v1/presence/bob/phone-1", true),
+        ("tandem/v1/coordinator/#", "tandem/v1/coordinator/status", true),
+        ("tandem/v1/#", "tandem/v1/rooms/r1/state", true),
+        ("tandem/v1/users/bob/#", "tandem/v1/users/bob/receipts", false),
+        ("tandem/v1/users/+/receipts", "tandem/v1/users/bob/receipts", false),
+        ("tandem/v1/users/bob/workouts/w1/health/watch", "tandem/v1/users/bob/workouts/w1/health/watch", false),
+        ("tandem/v1/rooms/r1/events/+", "tandem/v1/rooms/r1/events/bob", false),
+        ("tandem/v1/#", "tandem/v1/users/bob/receipts", false),
+        ("#", "tandem/v1/rooms/r1/events/alice", false),
+    ])
+    func aliceReads(subscription: String, topic: String, allowed: Bool) async throws {
+        try await withBroker(.shipped) { broker in
+            let received = try await delivered(
+                broker, from: "coordinator", to: "alice", topic: topic, subscription: subscription)
+            #expect(received == allowed)
+        }
+    }
+
+    /// (a wildcard subscription the coordinator makes, what bob publishes)
+    @Test(arguments: [
+        ("tandem/v1/rooms/+/events/+", "tandem/v1/rooms/r1/events/bob"),
+        ("tandem/v1/users/+/dm/commands", "tandem/v1/users/bob/dm/commands"),
+        ("tandem/v1/users/+/workouts/+/control/+", "tandem/v1/users/bob/workouts/w1/control/phone"),
+        ("tandem/v1/users/+/workouts/+/flight/+", "tandem/v1/users/bob/workouts/w1/flight/watch"),
+        ("tandem/v1/users/+/workouts/+/health/+", "tandem/v1/users/bob/workouts/w1/health/watch"),
+        ("tandem/v1/users/+/requests", "tandem/v1/users/bob/requests"),
+        ("tandem/v1/presence/+/+", "tandem/v1/presence/bob/phone-1"),
+    ])
+    func coordinatorReadsInbound(subscription: String, topic: String) async throws {
+        try await withBroker(.shipped) { broker in
+            let through = try await delivered(
+                broker, from: "bob", to: "coordinator", topic: topic, subscription: subscription)
+            #expect(through)
+        }
+    }
+
+    @Test func aWillOnlyFiresOnTheUsersOwnPresenceTopic() async throws {
+        try await withBroker(.shipped) { broker in
+            for (owner, fires) in [("alice", true), ("bob", false)] {
+                let will = "tandem/v1/presence/\(owner)/alice-phone"
+                let client = try ChildProcess(
+                    "mosquitto_sub",
+                    broker.arguments(user: "alice") + [
+                        "-i", "alice-phone", "-t", "tandem/v1/coordinator/status",
+                        "--will-topic", will, "--will-payload", #"{"online":false}"#,
+                        "--will-qos", "1", "--will-retain",
+                    ])
+                try await Task.sleep(for: .milliseconds(300))
+                #expect(client.isRunning, "\(client.standardError)")
+                client.signal(SIGKILL)
+                _ = await client.waitForExit(timeout: .seconds(5))
+                let read = try await ChildProcess.run(
+                    "mosquitto_sub", broker.arguments(user: "coordinator") + ["-t", will, "-C", "1", "-W", "1"])
+                #expect((read.standardOutput == "{\"online\":false}\n") == fires, "\(will)")
+            }
+        }
+    }
+
+    @Test(arguments: [
+        ["-u", "alice", "-P", "bob-demo"],
+        ["-u", "mallory", "-P", "mallory-demo"],
+        [],
+    ])
+    func strangersAreRefused(credentials: [String]) async throws {
+        try await withBroker(.shipped) { broker in
+            let result = try await ChildProcess.run(
+                "mosquitto_pub",
+                ["-h", broker.host, "-p", "\(broker.port)", "-t", "tandem/v1/presence/alice/x", "-m", "{}"]
+                    + credentials)
+            #expect(result.exitCode != 0)
+            #expect(result.standardError.contains("not authorised"), "\(result.standardError)")
+        }
+    }
+}
+
+extension MosquittoBroker {
+    func arguments(user: String) -> [String] {
+        ["-h", host, "-p", "\(port)", "-u", user, "-P", "\(user)-demo"]
+    }
+}
+
+/// Whether a retained message `from` publishes on `topic` reaches `to` subscribed
+/// to `subscription` (default: the topic itself) within a second.
+private func delivered(
+    _ broker: MosquittoBroker, from publisher: String, to reader: String, topic: String,
+    subscription: String? = nil
+) async throws -> Bool {
+    let marker = "m-\(UInt64.random(in: 0...UInt64.max))"
+    let publish = try await ChildProcess.run(
+        "mosquitto_pub", broker.arguments(user: publisher) + ["-q", "1", "-r", "-t", topic, "-m", marker])
+    try #require(publish.exitCode == 0, "\(publish.standardError)")
+    let read = try await ChildProcess.run(
+        "mosquitto_sub",
+        broker.arguments(user: reader) + ["-q", "1", "-t", subscription ?? topic, "-C", "1", "-W", "1"])
+    return read.standardOutput == marker + "\n"
+}

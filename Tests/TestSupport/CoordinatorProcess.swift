@@ -1,0 +1,134 @@
+import Foundation
+import TandemCore
+
+/// The built `tandem-coordinator`, run as a child process against a test broker, with
+/// its database in a directory that outlives restarts of the process.
+public final class CoordinatorProcess: Sendable {
+    public let broker: MosquittoBroker
+    public let databasePath: String
+    public let extraArguments: [String]
+    let current: LockedBox<ChildProcess?>
+    public let logPath: String
+
+    /// Where `swift test` put the binaries: beside the test bundle.
+    public static func binary(_ name: String) -> String {
+        let bundle = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+        var directory = bundle.deletingLastPathComponent()
+        for _ in 0..<4 {
+            let candidate = directory.appendingPathComponent(name).path
+            if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
+            directory = directory.deletingLastPathComponent()
+        }
+        // Fall back to the package's default debug build.
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        return root.appendingPathComponent(".build/debug/\(name)").path
+    }
+
+    /// Starts the coordinator and waits until it says online on `coordinator/status`.
+    /// `arguments` are added to the connection flags (e.g. `--lock-lease-seconds 1`).
+    public static func start(broker: MosquittoBroker, arguments: [String] = [], databaseDirectory: String? = nil) async throws -> CoordinatorProcess {
+        let directory = try databaseDirectory ?? makeTemporaryDirectory(prefix: "coordinator-")
+        let process = CoordinatorProcess(broker: broker, databasePath: directory + "/tandem.sqlite", arguments: arguments, logPath: directory + "/coordinator.log")
+        try await process.start()
+        return process
+    }
+
+    init(broker: MosquittoBroker, databasePath: String, arguments: [String], logPath: String) {
+        self.broker = broker
+        self.databasePath = databasePath
+        self.extraArguments = arguments
+        self.logPath = logPath
+        self.current = LockedBox(nil)
+    }
+
+    public var connectionArguments: [String] {
+        var args = ["--host", broker.host, "--port", String(broker.port), "--database", databasePath]
+        if case .shipped = broker.configuration {
+            args += ["--username", "coordinator", "--password", "coordinator-demo"]
+        }
+        return args
+    }
+
+    /// (Re)starts the process and waits for its retained `{"online":true,...}` with a
+    /// `startedAt` from this start.
+    public func start() async throws {
+        let before = Int64(Date().timeIntervalSince1970 * 1000) - 1
+        let child = try ChildProcess(
+            Self.binary("tandem-coordinator"), connectionArguments + extraArguments,
+            addingEnvironment: ["TANDEM_LOG_LEVEL": "debug"],
+            standardOutput: logPath + ".\(before).out", standardError: logPath + ".\(before).err")
+        current.set(child)
+        let watcher = try await TestPeer.connect(broker: broker, user: "coordinator-watcher-\(UInt32.random(in: 0...UInt32.max))", asCoordinatorWatcher: true)
+        defer { Task { await watcher.close() } }
+        let deadline = ContinuousClock.now + .seconds(20)
+        while ContinuousClock.now < deadline {
+            if let status = watcher.latest(on: Topics().coordinatorStatus),
+               status["online"]?.boolValue == true, let startedAt = status["startedAt"]?.int64Value, startedAt >= before {
+                return
+            }
+            if !child.isRunning {
+                throw CoordinatorError.exited(child.standardError)
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        throw CoordinatorError.notOnline(child.standardError)
+    }
+
+    public var process: ChildProcess? { current.get() }
+
+    /// SIGKILL: no drain, no offline status (the will says it).
+    public func kill() async {
+        guard let child = current.get() else { return }
+        child.signal(SIGKILL)
+        _ = await child.waitForExit(timeout: .seconds(10))
+    }
+
+    /// SIGTERM and wait; returns the exit code.
+    @discardableResult
+    public func stop() async -> Int32? {
+        guard let child = current.get() else { return nil }
+        child.signal(SIGTERM)
+        return await child.waitForExit(timeout: .seconds(15))
+    }
+
+    public var standardError: String { current.get()?.standardError ?? "" }
+
+    public enum CoordinatorError: Error, CustomStringConvertible {
+        case exited(String)
+        case notOnline(String)
+        public var description: String {
+            switch self {
+            case .exited(let log): "tandem-coordinator exited before going online:\n\(log)"
+            case .notOnline(let log): "tandem-coordinator did not go online in time:\n\(log)"
+            }
+        }
+    }
+}
+
+/// A value behind a lock, for test fixtures shared across tasks.
+public final class LockedBox<Value: Sendable>: Sendable {
+    let lock = NSLock()
+    nonisolated(unsafe) var value: Value
+
+    public init(_ value: Value) {
+        self.value = value
+    }
+
+    public func get() -> Value {
+        lock.lock()
+        defer { lock.unlock() }
+        return value
+    }
+
+    public func set(_ newValue: Value) {
+        lock.lock()
+        defer { lock.unlock() }
+        value = newValue
+    }
+
+    public func update<T>(_ body: (inout Value) -> T) -> T {
+        lock.lock()
+        defer { lock.unlock() }
+        return body(&value)
+    }
+}

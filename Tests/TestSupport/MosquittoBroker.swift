@@ -1,0 +1,257 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Foundation
+import Synchronization
+
+/// Which configuration a test broker runs.
+public enum BrokerConfiguration: Sendable {
+    /// The shipped settings without authentication or ACL: anonymous clients may do
+    /// anything. For plain MQTT client tests. `autosave_interval` is 1 s, so even a
+    /// broker killed with SIGKILL keeps (almost) everything across ``MosquittoBroker/restart(graceful:)``.
+    case open
+    /// Exactly the shipped broker-config/ (mosquitto.conf, passwords, acl) from
+    /// this repository, with only the listener (a free loopback port) and the file
+    /// and persistence paths (temporary copies) replaced: a test against it proves
+    /// the configuration users run.
+    case shipped
+}
+
+/// A real mosquitto for a test, on a free loopback port, with its files (generated
+/// configuration, persistence, log) in a temporary directory of its own.
+///
+///     try await withBroker(.shipped) { broker in
+///         // connect to broker.host:broker.port
+///     }
+///
+/// A broker that cannot be started is an error, never a skip: without mosquitto the
+/// tests that need it fail and say how to install it.
+public final class MosquittoBroker: Sendable {
+    public let configuration: BrokerConfiguration
+    /// Always the loopback address: the broker listens on nothing else.
+    public let host = "127.0.0.1"
+    public let port: Int
+    /// The temporary directory holding everything below; removed on deinit.
+    public let directory: String
+    /// The generated mosquitto.conf.
+    public let configurationPath: String
+    /// mosquitto's log (its stdout and stderr, appended across restarts).
+    public let logPath: String
+    /// The persistence directory (kept across restarts).
+    public let dataDirectory: String
+    public let executable: String
+
+    private let process: Mutex<ChildProcess?>
+
+    private init(
+        configuration: BrokerConfiguration, port: Int, directory: String, executable: String
+    ) {
+        self.configuration = configuration
+        self.port = port
+        self.directory = directory
+        self.configurationPath = directory + "/mosquitto.conf"
+        self.logPath = directory + "/mosquitto.log"
+        self.dataDirectory = directory + "/data"
+        self.executable = executable
+        self.process = Mutex(nil)
+    }
+
+    deinit {
+        // Dropping the ChildProcess kills it (SIGKILL) if it is still running.
+        process.withLock { $0 = nil }
+        if ProcessInfo.processInfo.environment["TANDEM_KEEP_BROKER_FILES"] == nil {
+            try? FileManager.default.removeItem(atPath: directory)
+        }
+    }
+
+    /// Starts mosquitto and returns once it accepts TCP connections.
+    public static func start(configuration: BrokerConfiguration) async throws -> MosquittoBroker {
+        guard let executable = ChildProcess.findExecutable(
+            ProcessInfo.processInfo.environment["TANDEM_MOSQUITTO"] ?? "mosquitto")
+        else {
+            throw BrokerError.mosquittoMissing
+        }
+        let directory = try makeTemporaryDirectory(prefix: "mosquitto-")
+        let broker = MosquittoBroker(
+            configuration: configuration, port: try freeTCPPort(), directory: directory,
+            executable: executable)
+        try FileManager.default.createDirectory(
+            atPath: broker.dataDirectory, withIntermediateDirectories: true)
+        try broker.writeConfiguration()
+        try await broker.launch()
+        return broker
+    }
+
+    /// Whether the mosquitto process is running.
+    public var isRunning: Bool {
+        process.withLock { $0?.isRunning ?? false }
+    }
+
+    /// The process id of the running mosquitto, if any.
+    public var pid: pid_t? {
+        process.withLock { $0?.isRunning == true ? $0?.pid : nil }
+    }
+
+    /// What mosquitto has logged so far (including earlier runs of this broker).
+    public var log: String {
+        FileManager.default.contents(atPath: logPath).map { String(decoding: $0, as: UTF8.self) } ?? ""
+    }
+
+    /// Kills the broker (SIGKILL) and waits until it is gone. What it had not saved
+    /// yet is lost, like in a crash. Safe to call more than once.
+    public func stop() async {
+        guard let child = process.withLock({ $0 }) else { return }
+        child.signal(SIGKILL)
+        _ = await child.waitForTermination(timeout: .seconds(10))
+        process.withLock { $0 = nil }
+    }
+
+    /// Stops the broker with SIGTERM, which makes mosquitto save its database
+    /// (retained messages, persistent sessions, queued messages) before it exits,
+    /// and waits for it (SIGKILL after `timeout`).
+    public func stopGracefully(timeout: Duration = .seconds(10)) async {
+        guard let child = process.withLock({ $0 }) else { return }
+        child.signal(SIGTERM)
+        if await child.waitForTermination(timeout: timeout) == nil {
+            child.signal(SIGKILL)
+            _ = await child.waitForTermination(timeout: .seconds(10))
+        }
+        process.withLock { $0 = nil }
+    }
+
+    /// Stops the broker and starts it again on the same port with the same
+    /// persistence directory: for "reconnect after the broker restarts" tests.
+    /// `graceful` (the default) stops it with SIGTERM so its database is saved
+    /// first; `graceful: false` kills it (SIGKILL), like a crash.
+    public func restart(graceful: Bool = true) async throws {
+        if graceful { await stopGracefully() } else { await stop() }
+        try await launch()
+    }
+
+    // MARK: - Internals
+
+    private func launch() async throws {
+        let child = try ChildProcess(
+            executable, ["-c", configurationPath],
+            standardOutput: logPath, standardError: logPath)
+        let startedAt = ContinuousClock.now
+        while !acceptsTCPConnections(port: port) {
+            if let termination = child.termination {
+                throw BrokerError.exited(termination, log: log)
+            }
+            if ContinuousClock.now - startedAt > .seconds(5) {
+                child.signal(SIGKILL)
+                _ = await child.waitForTermination(timeout: .seconds(5))
+                throw BrokerError.notListening(port: port, log: log)
+            }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        process.withLock { $0 = child }
+    }
+
+    private func writeConfiguration() throws {
+        let configDirectory = Self.repositoryRoot + "/broker-config"
+        let shipped: String
+        do {
+            shipped = try String(contentsOfFile: configDirectory + "/mosquitto.conf", encoding: .utf8)
+        } catch {
+            throw BrokerError.configuration("cannot read \(configDirectory)/mosquitto.conf: \(error)")
+        }
+
+        var replacements = [
+            "listener": "listener \(port) \(host)",
+            "persistence_location": "persistence_location \(dataDirectory)/",
+        ]
+        var dropped: Set<String> = []
+        switch configuration {
+        case .shipped:
+            for file in ["passwords", "acl"] {
+                try FileManager.default.copyItem(
+                    atPath: configDirectory + "/" + file, toPath: directory + "/" + file)
+            }
+            replacements["password_file"] = "password_file \(directory)/passwords"
+            replacements["acl_file"] = "acl_file \(directory)/acl"
+        case .open:
+            dropped = ["password_file", "acl_file"]
+            replacements["allow_anonymous"] = "allow_anonymous true"
+            replacements["autosave_interval"] = "autosave_interval 1"
+        }
+
+        var seen: [String: Int] = [:]
+        var lines: [String] = ["# Generated for a test from \(configDirectory)/mosquitto.conf"]
+        for line in shipped.split(separator: "\n", omittingEmptySubsequences: false) {
+            let key = line.split(separator: " ", maxSplits: 1).first.map(String.init) ?? ""
+            guard replacements[key] != nil || dropped.contains(key) else {
+                lines.append(String(line))
+                continue
+            }
+            seen[key, default: 0] += 1
+            if let replacement = replacements[key] { lines.append(replacement) }
+        }
+        for key in Set(replacements.keys).union(dropped) where seen[key] != 1 {
+            throw BrokerError.configuration(
+                "broker-config/mosquitto.conf must have exactly one '\(key) ...' line, found \(seen[key] ?? 0)")
+        }
+        // As root, mosquitto would switch to the `mosquitto` user, which cannot read
+        // this private temporary directory: stay who we are.
+        lines.append("user \(Self.currentUserName)")
+        try lines.joined(separator: "\n").write(toFile: configurationPath, atomically: true, encoding: .utf8)
+    }
+
+    /// The repository this file is in: Tests/TestSupport/MosquittoBroker.swift.
+    static var repositoryRoot: String {
+        URL(fileURLWithPath: #filePath)
+            .deletingLastPathComponent()  // TestSupport
+            .deletingLastPathComponent()  // Tests
+            .deletingLastPathComponent()  // the repository
+            .path
+    }
+
+    private static var currentUserName: String {
+        if let entry = getpwuid(geteuid()), let name = entry.pointee.pw_name {
+            return String(cString: name)
+        }
+        return ProcessInfo.processInfo.environment["USER"] ?? "root"
+    }
+}
+
+public enum BrokerError: Error, CustomStringConvertible {
+    case mosquittoMissing
+    case configuration(String)
+    case exited(ChildProcess.Termination, log: String)
+    case notListening(port: Int, log: String)
+
+    public var description: String {
+        switch self {
+        case .mosquittoMissing:
+            "mosquitto is not installed (looked on PATH and in /usr/sbin, or set TANDEM_MOSQUITTO): "
+                + "install it, e.g. `apt-get install mosquitto mosquitto-clients`. "
+                + "Tests that need a broker fail without it; they are never skipped."
+        case .configuration(let message):
+            message
+        case .exited(let termination, let log):
+            "mosquitto exited during startup (\(termination)). Its log:\n\(log)"
+        case .notListening(let port, let log):
+            "mosquitto did not accept connections on 127.0.0.1:\(port) within 5 s. Its log:\n\(log)"
+        }
+    }
+}
+
+/// Starts a broker, runs `body` with it, and stops it (SIGKILL) however `body` ends.
+public func withBroker<T>(
+    _ configuration: BrokerConfiguration = .open,
+    isolation: isolated (any Actor)? = #isolation,
+    _ body: (MosquittoBroker) async throws -> T
+) async throws -> T {
+    let broker = try await MosquittoBroker.start(configuration: configuration)
+    do {
+        let result = try await body(broker)
+        await broker.stop()
+        return result
+    } catch {
+        await broker.stop()
+        throw error
+    }
+}
