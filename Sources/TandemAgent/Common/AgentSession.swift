@@ -1,0 +1,178 @@
+import Logging
+import Synchronization
+import TandemCore
+import TandemMQTT
+
+/// One agent's connection: the MQTT client under a fresh client id, its presence
+/// (retained online on connect, a retained offline will, offline again on a clean exit),
+/// and at-least-once delivery of its events and commands (``ReliableSender``).
+///
+/// Use: `subscribe` everything first (retained and queued messages are never missed),
+/// then `connect()`, then `run` the background work alongside the mode's own loop, and
+/// `close()` at the end.
+public final class AgentSession: Sendable {
+    public let configuration: AgentConfiguration
+    public let clientId: String
+    public let client: MQTTClient
+    public let console: Console
+    public let sender: ReliableSender
+    public let logger: Logger
+    /// Set by `close()`, so its own disconnect is not reported as a lost connection.
+    private let closing = Atomic<Bool>(false)
+
+    public var topics: Topics { configuration.topics }
+    public var user: String { configuration.user }
+
+    private static let online = JSON.obj(["online": true]).serialized()
+    private static let offline = JSON.obj(["online": false]).serialized()
+
+    public init(configuration: AgentConfiguration, console: Console, logger: Logger) throws {
+        self.configuration = configuration
+        self.console = console
+        self.logger = logger
+        // Client ids allow more than identifiers, but keeping to them keeps the presence
+        // topic level readable.
+        clientId = "agent-\(configuration.user.prefix(40))-\(IdentifierGenerator.randomHex(8))"
+        let presence = configuration.topics.presence(user: configuration.user, clientId: clientId)
+        client = try MQTTClient(
+            configuration: MQTTConfiguration(
+                host: configuration.host,
+                port: configuration.port,
+                clientId: clientId,
+                username: configuration.username,
+                password: configuration.password,
+                will: MQTTWill(topic: presence, payload: Self.offline, qos: .atLeastOnce, retain: true),
+                session: .cleanStart
+            ),
+            logger: logger
+        )
+        sender = ReliableSender(client: client, logger: logger)
+    }
+
+    private var presenceTopic: String { topics.presence(user: user, clientId: clientId) }
+
+    public func subscribe(_ filters: [String]) async throws -> MQTTSubscription {
+        try await client.subscribe(filters, qos: .atLeastOnce)
+    }
+
+    /// Connects (retrying network failures; throwing on refused credentials) and says
+    /// we are online.
+    public func connect() async throws {
+        do {
+            try await client.connect()
+        } catch let error as MQTTError {
+            throw AgentError("cannot connect to \(configuration.host):\(configuration.port): \(error.message)")
+        }
+        try await client.publish(presenceTopic, payload: Self.online, qos: .atLeastOnce, retain: true)
+        logger.debug("connected as \(clientId)")
+    }
+
+    /// Background work every mode needs while it runs: after a reconnect, says online
+    /// again (the will may have said offline) and resends every pending item with its
+    /// id; every second, resends what waited too long for its receipt. Runs until
+    /// cancelled.
+    public func maintain() async {
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { [self] in
+                var sawDisconnect = false
+                for await event in client.events {
+                    switch event {
+                    case .disconnected(let reason):
+                        if !sawDisconnect, !closing.load(ordering: .relaxed) { logger.warning("disconnected: \(reason)") }
+                        sawDisconnect = true
+                    case .connected:
+                        guard sawDisconnect else { continue }
+                        sawDisconnect = false
+                        logger.notice("reconnected; resending what is pending")
+                        try? client.enqueue(presenceTopic, payload: Self.online, qos: .atLeastOnce, retain: true)
+                        await sender.resendAll()
+                    }
+                }
+            }
+            group.addTask { [self] in
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: .seconds(1))
+                    await sender.resendDue()
+                }
+            }
+            await group.waitForAll()
+        }
+    }
+
+    /// Says offline and disconnects cleanly (so the will is not needed).
+    public func close() async {
+        closing.store(true, ordering: .relaxed)
+        if client.isConnected {
+            try? await client.publish(presenceTopic, payload: Self.offline, qos: .atLeastOnce, retain: true)
+        }
+        await client.disconnect()
+    }
+
+    /// Reads one receipt message; logs and returns nil for an unreadable one.
+    public func decodeReceipt(_ message: MQTTMessage) -> Receipt? {
+        do {
+            return try Receipt.decode(message.payload)
+        } catch {
+            logger.warning("unreadable receipt on \(message.topic): \(error)")
+            return nil
+        }
+    }
+}
+
+/// Publishes events and commands at least once: each stays pending under its id until
+/// its receipt, is resent after ``PendingTracker/resendAfter`` without one, and after
+/// every reconnect.
+public actor ReliableSender {
+    private let client: MQTTClient
+    private let logger: Logger
+    private var tracker: PendingTracker
+
+    public init(client: MQTTClient, logger: Logger, resendAfter: Millis = 5_000) {
+        self.client = client
+        self.logger = logger
+        tracker = PendingTracker(resendAfter: resendAfter)
+    }
+
+    public var pendingCount: Int { tracker.count }
+    public var rejectedCount: Int { tracker.rejectedCount }
+    public var isSettled: Bool { tracker.isEmpty }
+
+    /// Publishes and keeps it pending. A publish that fails now (not connected) is
+    /// resent by the timer or the reconnect.
+    public func send(_ outgoing: Outgoing) {
+        tracker.sent(outgoing, at: WallClock.now())
+        publish(outgoing)
+    }
+
+    public func receipt(_ receipt: Receipt) -> PendingTracker.Settlement {
+        tracker.receipt(receipt)
+    }
+
+    public func resendAll() {
+        for outgoing in tracker.resendAll(at: WallClock.now()) { publish(outgoing) }
+    }
+
+    public func resendDue() {
+        for outgoing in tracker.dueForResend(at: WallClock.now()) {
+            logger.info("no receipt for \(outgoing.id) (\(outgoing.label)) yet; resending")
+            publish(outgoing)
+        }
+    }
+
+    /// Waits until nothing is pending or `timeout` passes; returns what was given up.
+    public func settle(timeout: Duration) async -> [Outgoing] {
+        let deadline = ContinuousClock.now + timeout
+        while !tracker.isEmpty, ContinuousClock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(50))
+        }
+        return tracker.abandonAll()
+    }
+
+    private func publish(_ outgoing: Outgoing) {
+        do {
+            try client.enqueue(outgoing.topic, payload: outgoing.payload, qos: .atLeastOnce, retain: false)
+        } catch {
+            logger.info("publish of \(outgoing.id) failed (\(error)); it is resent later")
+        }
+    }
+}

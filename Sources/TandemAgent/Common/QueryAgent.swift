@@ -1,0 +1,72 @@
+import TandemCore
+
+/// The one-shot modes over the request/response protocol: `dm history` and `logbook`.
+public struct QueryAgent: Sendable {
+    public let session: AgentSession
+    private var console: Console { session.console }
+
+    public init(session: AgentSession) {
+        self.session = session
+    }
+
+    private func ask(_ makeRequest: (String) -> JSON) async throws -> JSON {
+        let requests = RequestClient(session: session)
+        let responses = try await requests.subscribe()
+        try await session.connect()
+        var ids = IdentifierGenerator(user: session.user)
+        let requestId = ids.next()
+        let response = try await requests.send(makeRequest(requestId), requestId: requestId, responses: responses)
+        await session.close()
+        return response
+    }
+
+    /// Prints one page of the conversation with `peer`, oldest first. Returns the exit code.
+    public func history(peer: String, before: Millis?, limit: Int?) async throws -> Int32 {
+        let response = try await ask { DMHistoryPage.request(requestId: $0, peer: peer, before: before, limit: limit) }
+        let page = try DMHistoryPage(json: response)
+        if console.json {
+            for m in page.messages { console.object(.obj(["type": "message", "peer": .string(peer), "message": m.json])) }
+            console.object(.obj(["type": "page", "peer": .string(peer), "count": .int(Int64(page.messages.count)),
+                                 "hasMore": .bool(page.hasMore), "oldest": JSON(page.messages.first?.sentAt)]))
+            return 0
+        }
+        if page.messages.isEmpty {
+            console.line("no messages with \(peer)\(before.map { " before \(Format.dateTime($0))" } ?? "")")
+        }
+        for m in page.messages {
+            console.line(ConversationBook.messageLine(m, user: session.user, peer: peer, withDate: true))
+        }
+        if page.hasMore, let oldest = page.messages.first?.sentAt {
+            console.line("… older messages: tandem-agent dm history \(peer) --before \(oldest)")
+        }
+        return 0
+    }
+
+    /// Prints the finished workouts, newest first. Returns the exit code.
+    public func logbook(limit: Int?) async throws -> Int32 {
+        let response = try await ask { LogbookEntry.request(requestId: $0, limit: limit) }
+        let entries = try LogbookEntry.entries(of: response)
+        if console.json {
+            for e in entries { console.object(e.json.typed("workout")) }
+            return 0
+        }
+        console.line(LogbookEntry.table(entries))
+        return 0
+    }
+}
+
+extension LogbookEntry {
+    public static func table(_ entries: [LogbookEntry]) -> String {
+        guard !entries.isEmpty else { return "no finished workouts" }
+        var table = TextTable(headers: ["WORKOUT", "STARTED", "ORIGIN", "MODE", "DISTANCE", "TIME", "PACE", "AVG HR", "MAX HR"])
+        for e in entries {
+            let s = e.summary
+            table.rows.append([
+                e.workoutId, Format.dateTime(e.startedAt), e.origin, e.mode,
+                Format.distance(s?.distance ?? 0), Format.duration(s?.elapsedTime ?? 0), Format.pace(s?.averagePace),
+                s?.averageHeartRate.map(Format.number) ?? "-", s?.maxHeartRate.map(Format.number) ?? "-",
+            ])
+        }
+        return table.rendered()
+    }
+}

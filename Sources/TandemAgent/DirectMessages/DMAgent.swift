@@ -1,0 +1,152 @@
+import TandemCore
+import TandemMQTT
+
+/// `tandem-agent dm`: shows every conversation of the user from the retained snapshots,
+/// then takes commands on stdin and prints what arrives (new messages, status changes,
+/// read receipts, rejections).
+public actor DMAgent {
+    public let session: AgentSession
+    private var book: ConversationBook
+    private var ids: IdentifierGenerator
+    /// Set once the retained snapshots are in and the list is printed; updates are
+    /// printed from then on.
+    private var started = false
+    private var console: Console { session.console }
+
+    /// How long to wait after SUBACK for the retained snapshots.
+    public static let retainedWait: Duration = .milliseconds(300)
+    /// How long to wait for receipts once stdin is done.
+    public static let settleTimeout: Duration = .seconds(30)
+
+    public init(session: AgentSession) {
+        self.session = session
+        book = ConversationBook(user: session.user)
+        ids = IdentifierGenerator(user: session.user)
+    }
+
+    /// Runs until stdin ends (or `quit`) and every command has its receipt. Returns the
+    /// exit code: 0, or 1 when a command was rejected or never answered.
+    public func run(input: AsyncStream<String>) async throws -> Int32 {
+        let topics = session.topics, user = session.user
+        let receipts = try await session.subscribe([topics.receipts(user: user)])
+        let conversations = try await session.subscribe([topics.conversations(user: user)])
+        try await session.connect()
+
+        return try await withThrowingTaskGroup(of: Int32?.self) { group in
+            group.addTask { await self.session.maintain(); return nil }
+            group.addTask {
+                for try await message in receipts {
+                    guard let receipt = self.session.decodeReceipt(message) else { continue }
+                    await self.handle(receipt)
+                }
+                return nil
+            }
+            group.addTask {
+                for try await message in conversations { await self.handle(message) }
+                return nil
+            }
+            group.addTask {
+                try await Task.sleep(for: Self.retainedWait)
+                await self.start()
+                for await line in input {
+                    if await self.handle(line: line) == false { break }
+                }
+                return await self.finish()
+            }
+            defer { group.cancelAll() }
+            while let result = try await group.next() {
+                if let code = result { return code }
+            }
+            return 1
+        }
+    }
+
+    private func start() {
+        started = true
+        if console.json {
+            for peer in book.peers {
+                if let c = book.conversations[peer] { console.object(c.json.typed("conversation")) }
+            }
+        } else {
+            console.line(book.listTable())
+        }
+    }
+
+    /// Returns false on `quit`.
+    private func handle(line: String) async -> Bool {
+        switch DMInput.parse(line) {
+        case .failure(let error):
+            console.error(error.message)
+        case .success(.nothing):
+            break
+        case .success(.help):
+            console.line(DMInput.helpText)
+        case .success(.quit):
+            return false
+        case .success(.list):
+            if console.json {
+                for peer in book.peers { if let c = book.conversations[peer] { console.object(c.json.typed("conversation")) } }
+            } else {
+                console.line(book.listTable())
+            }
+        case .success(.show(let peer)):
+            if console.json {
+                if let c = book.conversations[peer] { console.object(c.json.typed("conversation")) } else { console.error("no conversation with \(peer)", code: "not_found") }
+            } else {
+                console.line(book.conversationText(peer: peer))
+            }
+        case .success(.command(let kind, let peer, let text)):
+            let command = DMCommand(commandId: ids.next(), type: kind, peer: peer, timestamp: WallClock.now(), text: text)
+            let label = kind == .message ? "send \(peer)" : "\(kind.rawValue) \(peer)"
+            await session.sender.send(Outgoing(
+                id: command.commandId, topic: session.topics.dmCommands(user: session.user),
+                payload: command.json.serialized(), label: label))
+        }
+        return true
+    }
+
+    private func handle(_ receipt: Receipt) async {
+        guard receipt.kind == .dm else { return }
+        let settlement = await session.sender.receipt(receipt)
+        switch settlement {
+        case .unknown:
+            return
+        case .acknowledged:
+            console.object(receipt.json.typed("receipt"))
+        case .rejected(let outgoing):
+            console.output(
+                human: "rejected: \(outgoing.label): \(receipt.code?.rawValue ?? "error"): \(receipt.message)",
+                json: receipt.json.typed("receipt"))
+        }
+    }
+
+    private func handle(_ message: MQTTMessage) {
+        let snapshot: ConversationSnapshot
+        do {
+            snapshot = try ConversationSnapshot.decode(message.payload)
+        } catch {
+            session.logger.warning("unreadable conversation snapshot on \(message.topic): \(error)")
+            return
+        }
+        guard let updates = book.take(snapshot), started else { return }
+        if console.json {
+            console.object(snapshot.json.typed("conversation"))
+            for case .message(let peer, let m) in updates {
+                console.object(.obj(["type": "message", "peer": .string(peer), "message": m.json]))
+            }
+        } else {
+            for update in updates { console.line(book.describe(update)) }
+        }
+    }
+
+    /// Stdin is done: waits for the receipts of what was sent, says goodbye.
+    private func finish() async -> Int32 {
+        let abandoned = await session.sender.settle(timeout: Self.settleTimeout)
+        for outgoing in abandoned {
+            console.error("no receipt for \(outgoing.label) (\(outgoing.id)) after \(Self.settleTimeout.components.seconds) s", code: "timeout")
+        }
+        let rejected = await session.sender.rejectedCount
+        await session.close()
+        return abandoned.isEmpty && rejected == 0 ? 0 : 1
+    }
+}

@@ -1,0 +1,188 @@
+import TandemCore
+import TandemMQTT
+
+/// `tandem-agent room --room R`: a member of one room. Shows the room from its retained
+/// snapshot and changes, shows its own edits at once (``RoomReplica``) and keeps them
+/// pending until their receipts, and prints the room whenever what it shows changes.
+public actor RoomAgent {
+    public let session: AgentSession
+    public let roomId: String
+    private var replica: RoomReplica
+    private var ids: IdentifierGenerator
+    /// The sticker of each edit still waiting for its receipt (marked in the table).
+    private var pendingStickers: [String: String] = [:]
+    private var started = false
+    private var lastShown: (version: Int64, stickers: [Sticker], pending: Set<String>)?
+    private var console: Console { session.console }
+
+    public static let retainedWait: Duration = .milliseconds(300)
+    public static let settleTimeout: Duration = .seconds(30)
+
+    public init(session: AgentSession, roomId: String) {
+        self.session = session
+        self.roomId = roomId
+        replica = RoomReplica(roomId: roomId)
+        ids = IdentifierGenerator(user: session.user)
+    }
+
+    public func run(input: AsyncStream<String>) async throws -> Int32 {
+        let topics = session.topics
+        let receipts = try await session.subscribe([topics.receipts(user: session.user)])
+        let room = try await session.subscribe([topics.roomState(room: roomId), topics.roomChanges(room: roomId)])
+        try await session.connect()
+
+        return try await withThrowingTaskGroup(of: Int32?.self) { group in
+            group.addTask { await self.session.maintain(); return nil }
+            group.addTask {
+                for try await message in receipts {
+                    guard let receipt = self.session.decodeReceipt(message) else { continue }
+                    await self.handle(receipt)
+                }
+                return nil
+            }
+            group.addTask {
+                for try await message in room { await self.handle(message) }
+                return nil
+            }
+            group.addTask {
+                try await Task.sleep(for: Self.retainedWait)
+                await self.start()
+                for await line in input {
+                    if await self.handle(line: line) == false { break }
+                }
+                return await self.finish()
+            }
+            defer { group.cancelAll() }
+            while let result = try await group.next() {
+                if let code = result { return code }
+            }
+            return 1
+        }
+    }
+
+    private func start() {
+        started = true
+        show(force: true)
+    }
+
+    /// Prints the room when what is shown changed (or when asked).
+    private func show(force: Bool = false) {
+        guard started else { return }
+        let stickers = replica.visibleStickers
+        let pending = Set(pendingStickers.values)
+        if !force, let last = lastShown, last.version == replica.version, last.stickers == stickers, last.pending == pending { return }
+        lastShown = (replica.version, stickers, pending)
+        if console.json {
+            console.object(.obj([
+                "type": "snapshot",
+                "roomId": .string(roomId),
+                "epoch": JSON(replica.epoch),
+                "version": .int(replica.version),
+                "pending": .array(replica.pendingEventIds.map(JSON.string)),
+                "stickers": .array(stickers.map { $0.json() }),
+            ]))
+        } else {
+            console.line(RoomTable.render(roomId: roomId, version: replica.version, stickers: stickers, pendingStickers: pending))
+        }
+    }
+
+    private func handle(line: String) async -> Bool {
+        let parsed: RoomInput
+        switch RoomInput.parse(line) {
+        case .failure(let error):
+            console.error(error.message)
+            return true
+        case .success(let input):
+            parsed = input
+        }
+        switch parsed {
+        case .nothing: return true
+        case .quit: return false
+        case .help:
+            console.line(RoomInput.helpText)
+            return true
+        case .show:
+            show(force: true)
+            return true
+        default:
+            break
+        }
+        let event: EditEvent
+        do throws(InputError) {
+            guard let made = try parsed.event(eventId: ids.next(), timestamp: WallClock.now(), shown: replica.visibleSticker) else { return true }
+            event = made
+        } catch {
+            console.error(error.message)
+            return true
+        }
+        if let predicted = replica.applyLocal(event, as: session.user) {
+            session.logger.info("\(event.type.rawValue) \(event.stickerId) will likely be rejected: \(predicted)")
+        }
+        pendingStickers[event.eventId] = event.stickerId
+        let label = Self.label(line: line, event: event)
+        await session.sender.send(Outgoing(
+            id: event.eventId, topic: session.topics.roomEvents(room: roomId, user: session.user),
+            payload: event.json().serialized(), label: label))
+        show()
+        return true
+    }
+
+    private static func label(line: String, event: EditEvent) -> String {
+        let verb = InputLine(line).verb ?? event.type.rawValue
+        return "\(verb) \(event.stickerId)"
+    }
+
+    private func handle(_ receipt: Receipt) async {
+        guard receipt.kind == .room else { return }
+        let settlement = await session.sender.receipt(receipt)
+        guard case .unknown = settlement else {
+            replica.receipt(receipt)
+            pendingStickers.removeValue(forKey: receipt.id)
+            if case .rejected(let outgoing) = settlement {
+                console.output(
+                    human: "rejected: \(outgoing.label): \(receipt.code?.rawValue ?? "error"): \(receipt.message)",
+                    json: receipt.json.typed("receipt"))
+            } else {
+                console.object(receipt.json.typed("receipt"))
+            }
+            show()
+            return
+        }
+    }
+
+    private func handle(_ message: MQTTMessage) {
+        if message.topic.hasSuffix("/changes") {
+            guard let changes = try? RoomChanges.decode(message.payload) else {
+                session.logger.warning("unreadable room changes on \(message.topic)")
+                return
+            }
+            replica.changes(changes)
+        } else {
+            let snapshot: RoomSnapshot
+            do {
+                snapshot = try RoomSnapshot.decode(message.payload)
+            } catch {
+                session.logger.warning("unreadable room snapshot on \(message.topic): \(error)")
+                return
+            }
+            let epochBefore = replica.epoch
+            replica.snapshot(snapshot)
+            if let epochBefore, epochBefore != snapshot.epoch {
+                // A new epoch throws away what was pending in the replica; the sender
+                // still resends until each gets its receipt.
+                pendingStickers.removeAll()
+            }
+        }
+        show()
+    }
+
+    private func finish() async -> Int32 {
+        let abandoned = await session.sender.settle(timeout: Self.settleTimeout)
+        for outgoing in abandoned {
+            console.error("no receipt for \(outgoing.label) (\(outgoing.id)) after \(Self.settleTimeout.components.seconds) s", code: "timeout")
+        }
+        let rejected = await session.sender.rejectedCount
+        await session.close()
+        return abandoned.isEmpty && rejected == 0 ? 0 : 1
+    }
+}

@@ -1,0 +1,125 @@
+import TandemCore
+
+/// One line of `tandem-agent room`'s stdin.
+public enum RoomInput: Sendable, Equatable {
+    case create(id: String, image: String, frame: Frame)
+    case move(id: String, x: Double, y: Double)
+    case resize(id: String, width: Double, height: Double)
+    case acquire(id: String)
+    case release(id: String)
+    case delete(id: String)
+    case show
+    case help
+    case quit
+    /// An empty line or a `#` comment.
+    case nothing
+
+    public static let helpText = """
+        create ID IMAGE X Y W H   a new sticker (you hold it)
+        move ID X Y               move a sticker (keeps its size)
+        resize ID W H             resize a sticker (keeps its position)
+        acquire ID                take a sticker's lock
+        release ID                give the lock back
+        delete ID                 remove a sticker for good
+        show                      the room as a table
+        help                      this text
+        quit                      finish (waits for receipts) and exit
+        """
+
+    public static func parse(_ line: String) -> Result<RoomInput, InputError> {
+        do throws(InputError) {
+            return .success(try parseThrowing(line))
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    static func parseThrowing(_ line: String) throws(InputError) -> RoomInput {
+        let input = InputLine(line)
+        guard let verb = input.verb else { return .nothing }
+        func idOnly(_ usage: String) throws(InputError) -> String {
+            try input.expectCount(2, usage: usage)
+            return try input.identifier(at: 1, "ID", usage: usage)
+        }
+        switch verb {
+        case "create":
+            let usage = "create ID IMAGE X Y W H"
+            try input.expectCount(7, usage: usage)
+            let id = try input.identifier(at: 1, "ID", usage: usage)
+            let image = String(input.words[2])
+            guard image.count <= WireLimits.maxImageLength else {
+                throw InputError("IMAGE is \(image.count) characters; the limit is \(WireLimits.maxImageLength)")
+            }
+            let frame = Frame(
+                x: try input.number(at: 3, "X", usage: usage), y: try input.number(at: 4, "Y", usage: usage),
+                width: try input.number(at: 5, "W", usage: usage, positive: true),
+                height: try input.number(at: 6, "H", usage: usage, positive: true))
+            return .create(id: id, image: image, frame: frame)
+        case "move":
+            let usage = "move ID X Y"
+            try input.expectCount(4, usage: usage)
+            return .move(id: try input.identifier(at: 1, "ID", usage: usage),
+                         x: try input.number(at: 2, "X", usage: usage), y: try input.number(at: 3, "Y", usage: usage))
+        case "resize":
+            let usage = "resize ID W H"
+            try input.expectCount(4, usage: usage)
+            return .resize(id: try input.identifier(at: 1, "ID", usage: usage),
+                           width: try input.number(at: 2, "W", usage: usage, positive: true),
+                           height: try input.number(at: 3, "H", usage: usage, positive: true))
+        case "acquire": return .acquire(id: try idOnly("acquire ID"))
+        case "release": return .release(id: try idOnly("release ID"))
+        case "delete": return .delete(id: try idOnly("delete ID"))
+        case "show":
+            try input.expectCount(1, usage: "show")
+            return .show
+        case "help", "?": return .help
+        case "quit", "exit": return .quit
+        default:
+            throw InputError("unknown command \"\(verb)\"; type help for the commands")
+        }
+    }
+
+    /// The edit event this line makes, given the sticker as shown (move and resize
+    /// send `update` with the whole frame). Throws when a move or resize names a
+    /// sticker that is not shown.
+    public func event(eventId: String, timestamp: Millis, shown: (String) -> Sticker?) throws(InputError) -> EditEvent? {
+        switch self {
+        case .create(let id, let image, let frame):
+            return EditEvent(eventId: eventId, type: .create, stickerId: id, timestamp: timestamp, image: image, frame: frame)
+        case .move(let id, let x, let y):
+            guard let sticker = shown(id) else { throw InputError("no sticker \(id) in the room") }
+            let frame = Frame(x: x, y: y, width: sticker.frame.width, height: sticker.frame.height)
+            return EditEvent(eventId: eventId, type: .update, stickerId: id, timestamp: timestamp, frame: frame)
+        case .resize(let id, let width, let height):
+            guard let sticker = shown(id) else { throw InputError("no sticker \(id) in the room") }
+            let frame = Frame(x: sticker.frame.x, y: sticker.frame.y, width: width, height: height)
+            return EditEvent(eventId: eventId, type: .update, stickerId: id, timestamp: timestamp, frame: frame)
+        case .acquire(let id): return EditEvent(eventId: eventId, type: .acquire, stickerId: id, timestamp: timestamp)
+        case .release(let id): return EditEvent(eventId: eventId, type: .release, stickerId: id, timestamp: timestamp)
+        case .delete(let id): return EditEvent(eventId: eventId, type: .delete, stickerId: id, timestamp: timestamp)
+        case .show, .help, .quit, .nothing: return nil
+        }
+    }
+}
+
+/// The room as a table for people.
+public enum RoomTable {
+    public static func render(roomId: String, version: Int64, stickers: [Sticker], pendingStickers: Set<String>) -> String {
+        var lines = ["room \(roomId) · version \(version) · \(stickers.count) sticker\(stickers.count == 1 ? "" : "s")"
+            + (pendingStickers.isEmpty ? "" : " · \(pendingStickers.count) pending")]
+        if stickers.isEmpty {
+            lines.append("(no stickers)")
+        } else {
+            var table = TextTable(headers: ["ID", "IMAGE", "X", "Y", "W", "H", "OWNER", "UPDATED BY", ""])
+            for s in stickers {
+                table.rows.append([
+                    s.id, s.image, Format.number(s.frame.x), Format.number(s.frame.y),
+                    Format.number(s.frame.width), Format.number(s.frame.height),
+                    s.owner ?? "-", s.updatedBy, pendingStickers.contains(s.id) ? "(pending)" : "",
+                ])
+            }
+            lines.append(table.rendered())
+        }
+        return lines.joined(separator: "\n")
+    }
+}
