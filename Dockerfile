@@ -24,10 +24,11 @@ RUN swift build -c release --product tandem-coordinator --static-swift-stdlib \
 
 FROM debian:bookworm-slim
 # libmosquitto1 and libsqlite3-0: the C libraries the coordinator links;
+# libstdc++6: still linked dynamically with --static-swift-stdlib (ldd says so);
 # mosquitto-clients: mosquitto_sub for the compose healthcheck.
 RUN apt-get update \
     && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-        libmosquitto1 libsqlite3-0 mosquitto-clients ca-certificates tzdata \
+        libmosquitto1 libsqlite3-0 libstdc++6 mosquitto-clients ca-certificates tzdata \
     && rm -rf /var/lib/apt/lists/*
 RUN groupadd --system --gid 10001 tandem \
     && useradd --system --uid 10001 --gid tandem --home-dir /data --shell /usr/sbin/nologin tandem \

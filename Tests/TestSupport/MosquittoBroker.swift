@@ -73,15 +73,24 @@ public final class MosquittoBroker: Sendable {
         else {
             throw BrokerError.mosquittoMissing
         }
-        let directory = try makeTemporaryDirectory(prefix: "mosquitto-")
-        let broker = MosquittoBroker(
-            configuration: configuration, port: try freeTCPPort(), directory: directory,
-            executable: executable)
-        try FileManager.default.createDirectory(
-            atPath: broker.dataDirectory, withIntermediateDirectories: true)
-        try broker.writeConfiguration()
-        try await broker.launch()
-        return broker
+        // A port free a moment ago can be taken before mosquitto binds it (by a
+        // client's ephemeral port, say): then try another.
+        var attempt = 1
+        while true {
+            let directory = try makeTemporaryDirectory(prefix: "mosquitto-")
+            let broker = MosquittoBroker(
+                configuration: configuration, port: try freeTCPPort(), directory: directory,
+                executable: executable)
+            try FileManager.default.createDirectory(
+                atPath: broker.dataDirectory, withIntermediateDirectories: true)
+            try broker.writeConfiguration()
+            do {
+                try await broker.launch()
+                return broker
+            } catch BrokerError.exited(_, let log) where attempt < 3 && log.contains("Address already in use") {
+                attempt += 1
+            }
+        }
     }
 
     /// Whether the mosquitto process is running.
@@ -147,6 +156,12 @@ public final class MosquittoBroker: Sendable {
                 throw BrokerError.notListening(port: port, log: log)
             }
             try await Task.sleep(for: .milliseconds(10))
+        }
+        // Someone else listening on the port would also accept: then mosquitto
+        // fails to bind and exits at once. Make sure it is still there.
+        try await Task.sleep(for: .milliseconds(20))
+        if let termination = child.termination {
+            throw BrokerError.exited(termination, log: log)
         }
         process.withLock { $0 = child }
     }
