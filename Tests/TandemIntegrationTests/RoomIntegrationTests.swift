@@ -208,16 +208,17 @@ import Glibc
             try await f.carol.waitFor(f.topics.coordinatorStatus) { $0["online"]?.boolValue == false }
 
             // The broker queues these for the coordinator's persistent session.
+            // Distinct timestamps in publishing order: one possible outcome.
+            let t = nowMillis()
             let whileDown: [(TestPeer, JSON)] = [
-                (f.alice, .edit("a3", "update", sticker: "s1", frame: (2, 0, 10, 10))),
-                (f.bob, .edit("b1", "create", sticker: "s2", image: "moon.png", frame: (0, 0, 5, 5))),
-                (f.alice, .edit("a4", "update", sticker: "s1", frame: (3, 0, 10, 10))),
-                (f.carol, .edit("c1", "update", sticker: "s1", frame: (99, 99, 1, 1))),  // alice holds it
-                (f.alice, .edit("a5", "release", sticker: "s1")),
+                (f.alice, .edit("a3", "update", sticker: "s1", at: t, frame: (2, 0, 10, 10))),
+                (f.bob, .edit("b1", "create", sticker: "s2", at: t + 1, image: "moon.png", frame: (0, 0, 5, 5))),
+                (f.alice, .edit("a4", "update", sticker: "s1", at: t + 2, frame: (3, 0, 10, 10))),
+                (f.carol, .edit("c1", "update", sticker: "s1", at: t + 3, frame: (99, 99, 1, 1))),  // alice holds it
+                (f.alice, .edit("a5", "release", sticker: "s1", at: t + 4)),
             ]
             for (peer, event) in whileDown {
                 try await peer.edit(room: room, event)
-                try await Task.sleep(for: .milliseconds(2))  // distinct timestamps: a fixed order
             }
 
             let carolStatesBefore = f.carol.all(on: f.topics.roomState(room: room)).count
@@ -264,7 +265,16 @@ import Glibc
     /// waiting out its reorder window when SIGKILL hits. The broker counts it delivered
     /// once the coordinator's client acknowledged it, so unless the coordinator only
     /// acknowledges what it has committed, nothing brings it back.
-    @Test func anEventWaitingInTheReorderBufferSurvivesSIGKILL() async throws {
+    @Test(.bug(
+        id: 3,
+        "An event acknowledged to the broker but still in the reorder buffer is lost on SIGKILL: libmosquitto PUBACKs a QoS 1 message as it hands it over, so the broker never redelivers it, and the coordinator persists nothing before the batch commits"))
+    func anEventWaitingInTheReorderBufferSurvivesSIGKILL() async throws {
+        await withKnownIssue("inbound events are acknowledged before they are durable") {
+            try await eventWaitingInTheBufferSurvivesSIGKILL()
+        }
+    }
+
+    func eventWaitingInTheBufferSurvivesSIGKILL() async throws {
         try await withRoomFixture(["--reorder-window-ms", "3000"]) { f in
             let room = "r6b"
             try await f.alice.edit(room: room, .edit("w1", "create", sticker: "s1", image: "star.png", frame: (0, 0, 10, 10)))
@@ -277,7 +287,7 @@ import Glibc
             await f.coordinator.kill()
             try await f.coordinator.start()
 
-            let receipt = try await f.alice.receipt("w2", timeout: .seconds(20))
+            let receipt = try await f.alice.receipt("w2", timeout: .seconds(10))
             expectAccepted(receipt, version: 2)
             let state = try await f.carol.roomState(room, version: 2)
             #expect(frame(state, "s1") == [5, 5, 10, 10])
@@ -469,24 +479,34 @@ import Glibc
     @Test func roomChangesChainFromVersionToVersionAndRebuildTheSnapshot() async throws {
         try await withRoomFixture { f in
             let room = "rchain"
+            // Increasing timestamps, published with pauses: some batches hold one event,
+            // some several.
+            let t = nowMillis()
             let script: [(TestPeer, JSON)] = [
-                (f.alice, .edit("c1", "create", sticker: "s1", image: "a.png", frame: (0, 0, 10, 10))),
-                (f.bob, .edit("c2", "create", sticker: "s2", image: "b.png", frame: (5, 5, 10, 10))),
-                (f.bob, .edit("c3", "update", sticker: "s1", frame: (1, 1, 1, 1))),  // rejected
-                (f.alice, .edit("c4", "update", sticker: "s1", frame: (2, 2, 10, 10))),
-                (f.alice, .edit("c5", "release", sticker: "s1")),
-                (f.carol, .edit("c6", "update", sticker: "s1", frame: (3, 3, 10, 10))),  // takes the lock
-                (f.bob, .edit("c7", "delete", sticker: "s2")),
-                (f.carol, .edit("c8", "create", sticker: "s3", image: "c.png", frame: (7, 7, 7, 7))),
-                (f.carol, .edit("c9", "release", sticker: "s1")),
+                (f.alice, .edit("c1", "create", sticker: "s1", at: t, image: "a.png", frame: (0, 0, 10, 10))),
+                (f.bob, .edit("c2", "create", sticker: "s2", at: t + 1, image: "b.png", frame: (5, 5, 10, 10))),
+                (f.bob, .edit("c3", "update", sticker: "s1", at: t + 2, frame: (1, 1, 1, 1))),  // rejected
+                (f.alice, .edit("c4", "update", sticker: "s1", at: t + 3, frame: (2, 2, 10, 10))),
+                (f.alice, .edit("c5", "release", sticker: "s1", at: t + 4)),
+                (f.carol, .edit("c6", "update", sticker: "s1", at: t + 5, frame: (3, 3, 10, 10))),  // takes the lock
+                (f.bob, .edit("c7", "delete", sticker: "s2", at: t + 6)),
+                (f.carol, .edit("c8", "create", sticker: "s3", at: t + 7, image: "c.png", frame: (7, 7, 7, 7))),
+                (f.carol, .edit("c9", "release", sticker: "s1", at: t + 8)),
             ]
-            for (peer, event) in script {
+            for (index, (peer, event)) in script.enumerated() {
                 try await peer.edit(room: room, event)
-                try await Task.sleep(for: .milliseconds(3))
+                if index % 3 == 2 { try await Task.sleep(for: .milliseconds(100)) }
             }
-            for (peer, event) in script { try await peer.receipt(event["eventId"]!.stringValue!) }
+            var statuses: [String] = []
+            for (peer, event) in script {
+                statuses.append(try await peer.receipt(event["eventId"]!.stringValue!)["status"]?.stringValue ?? "?")
+            }
+            #expect(statuses == ["accepted", "accepted", "rejected"] + Array(repeating: "accepted", count: 6))
             let final = try await f.alice.roomState(room, version: 8)
             #expect(final["version"]?.int64Value == 8)
+            #expect(stickerIds(final) == ["s1", "s3"])
+            #expect(owner(final, "s1") == .null)
+            #expect(frame(final, "s1") == [3, 3, 10, 10])
 
             let snapshots = f.alice.all(on: f.topics.roomState(room: room))
             let messages = f.alice.all(on: f.topics.roomChanges(room: room))
