@@ -378,6 +378,61 @@ import Glibc
         }
     }
 
+    // MARK: Leases and presence across a restart
+
+    @Test func aLeaseThatRanOutWhileTheCoordinatorWasDownExpiresAtStart() async throws {
+        try await withRoomFixture(["--lock-lease-seconds", "1.5"]) { f in
+            let room = "rlease"
+            try await f.alice.edit(room: room, .edit("a-create", "create", sticker: "s1", image: "a.png", frame: (0, 0, 1, 1)))
+            expectAccepted(try await f.alice.receipt("a-create"), version: 1)
+            let epoch = try #require(try await f.carol.roomState(room, version: 1)["epoch"]?.stringValue)
+            await f.coordinator.kill()
+            try await Task.sleep(for: .seconds(2.5))  // the lease runs out while nobody watches
+            try await f.coordinator.start()
+
+            let changes = try await f.carol.waitFor(f.topics.roomChanges(room: room), timeout: .seconds(20)) { message in
+                changeList(message).contains { $0["type"]?.stringValue == "expire" }
+            }
+            #expect(changes["fromVersion"]?.int64Value == 1)
+            #expect(changes["toVersion"]?.int64Value == 2)
+            #expect(changes["epoch"]?.stringValue == epoch)
+            let state = try await f.carol.roomState(room, version: 2)
+            #expect(owner(state, "s1") == .null)
+        }
+    }
+
+    @Test func anOwnerBackOnlineWithinTheGraceKeepsTheLockAndOneFoundOfflineAtStartLosesIt() async throws {
+        try await withRoomFixture(["--presence-grace-seconds", "1"]) { f in
+            let room = "rgrace"
+            let phone = f.topics.presence(user: "alice", clientId: "alice-phone")
+            try await f.alice.publish(phone, .obj(["online": true]), retain: true)
+            try await f.alice.edit(room: room, .edit("a-create", "create", sticker: "s1", image: "a.png", frame: (0, 0, 1, 1)))
+            expectAccepted(try await f.alice.receipt("a-create"), version: 1)
+
+            // A blip: offline and straight back online, well inside the grace.
+            try await f.alice.publish(phone, .obj(["online": false]), retain: true)
+            try await f.alice.publish(phone, .obj(["online": true]), retain: true)
+            try await Task.sleep(for: .seconds(2))  // twice the grace
+            try await f.alice.edit(room: room, .edit("a-move", "update", sticker: "s1", frame: (1, 1, 1, 1)))
+            expectAccepted(try await f.alice.receipt("a-move"), version: 2)
+            let kinds = f.carol.all(on: f.topics.roomChanges(room: room)).flatMap(changeList).compactMap { $0["type"]?.stringValue }
+            #expect(kinds == ["create", "update"], "no expire while alice was back online")
+
+            // Offline while the coordinator is down: it reads the retained presence at
+            // start and gives alice a fresh grace, then releases the lock.
+            await f.coordinator.kill()
+            try await f.alice.publish(phone, .obj(["online": false]), retain: true)
+            try await f.coordinator.start()
+            let changes = try await f.carol.waitFor(f.topics.roomChanges(room: room), timeout: .seconds(20)) { message in
+                changeList(message).contains { $0["type"]?.stringValue == "expire" }
+            }
+            #expect(changes["fromVersion"]?.int64Value == 2)
+            #expect(changes["toVersion"]?.int64Value == 3)
+            let state = try await f.carol.roomState(room, version: 3)
+            #expect(owner(state, "s1") == .null)
+        }
+    }
+
     // MARK: Validation
 
     @Test func invalidPayloadsAreRejectedWithTheirIdWhenReadable() async throws {
