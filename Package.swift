@@ -102,6 +102,7 @@ let package = Package(
         ),
         .testTarget(name: "TandemCoreTests", dependencies: ["TandemCore"]),
         .testTarget(name: "TandemStoreTests", dependencies: ["TandemStore"]),
+        .testTarget(name: "TandemCoordinatorTests", dependencies: ["TandemCoordinator", "TandemCore", "TandemStore"]),
         .testTarget(name: "TandemMQTTTests", dependencies: ["TandemMQTT", "TestSupport"]),
         .testTarget(name: "TandemAgentTests", dependencies: ["TandemAgent", "TandemCore"]),
         .testTarget(

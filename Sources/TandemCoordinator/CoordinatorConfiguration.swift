@@ -23,6 +23,16 @@ public struct CoordinatorConfiguration: Sendable {
     public var workoutSnapshotIntervalMs: Millis = 1_000
     /// Ids are remembered for duplicate detection at least this long (contract: 24 h).
     public var seenIdRetentionMs: Millis = 48 * 3600 * 1000
+    /// Events, commands and telemetry a user may send per second (token bucket); 0: no
+    /// limit. Over it: `rate_limited`.
+    public var rateLimitPerSecond: Double = 200
+    /// How many a user may send at once after being quiet.
+    public var rateLimitBurst: Double = 400
+    /// Live stickers a room may hold; a create beyond it: `room_full`.
+    public var maxStickersPerRoom = 1000
+    /// Conversations a user may be part of; a request that would start one more:
+    /// `rate_limited` (the contract has no closer code).
+    public var maxConversationsPerUser = 1000
     /// The MQTT session is kept by the broker this long after we vanish.
     public var sessionExpirySeconds: UInt32 = 7 * 24 * 3600
 

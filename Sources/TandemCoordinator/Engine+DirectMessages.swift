@@ -25,12 +25,24 @@ extension Engine {
             return .rejected(id: command.commandId, kind: .dm, Rejection(.selfConversation, "you cannot hold a conversation with yourself"), version: nil)
         }
         let key = ConversationKey(user, command.peer)
+        let isNew = conversations[key] == nil
+        if isNew, command.type == .request,
+           let full = [user, command.peer].first(where: { conversationCount[$0, default: 0] >= configuration.maxConversationsPerUser }) {
+            return .rejected(id: command.commandId, kind: .dm, Rejection(.rateLimited, "\(full) is in \(configuration.maxConversationsPerUser) conversations, the most one may be"), version: nil)
+        }
         var conversation = conversations[key] ?? Conversation(key: key)
         let outcome = conversation.apply(command, from: user, now: now)
         if outcome.changed {
+            if isNew {
+                conversationCount[key.low, default: 0] += 1
+                conversationCount[key.high, default: 0] += 1
+            }
             conversations[key] = conversation
             changes.conversations.insert(key)
             var seq = messageSeq[key] ?? 0
+            if let sender = outcome.readFrom {
+                batch.readMarks.append(DMReadMark(conversation: key.description, sender: sender, throughSeq: seq))
+            }
             for message in outcome.newMessages {
                 seq += 1
                 batch.messages.append(DMMessageRow(
@@ -38,9 +50,6 @@ extension Engine {
                     text: message.text, sentAt: message.sentAt, isRead: message.isRead))
             }
             messageSeq[key] = seq
-            if let sender = outcome.readFrom {
-                batch.readMarks.append(DMReadMark(conversation: key.description, sender: sender))
-            }
         }
         return outcome.receipt(id: command.commandId)
     }

@@ -21,6 +21,10 @@ extension Engine {
     }
 
     mutating func applyRoomEvent(_ event: EditEvent, roomId: String, user: String, now: Millis, changes: inout BatchChanges) -> Receipt {
+        if event.type == .create, let room = rooms[roomId], room.stickerCount >= configuration.maxStickersPerRoom,
+           room.sticker(event.stickerId) == nil, !room.isDeleted(event.stickerId) {
+            return .rejected(id: event.eventId, kind: .room, Rejection(.roomFull, "room \(roomId) holds \(room.stickerCount) stickers, the most it may"), version: room.version)
+        }
         let outcome: RoomOutcome
         if rooms[roomId] != nil {
             outcome = rooms[roomId]!.apply(event, from: user, now: now, lease: configuration.lockLeaseMs)

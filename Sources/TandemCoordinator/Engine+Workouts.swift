@@ -24,6 +24,11 @@ extension Engine {
             metrics.rejected += 1
             return [receipt(.rejected(id: failure.id, kind: .workout, failure.rejection, version: workouts[key]?.version), to: user)]
         case .success(let flight):
+            if !takeToken(for: user, now: now) {
+                metrics.rejected += 1
+                let id = FlightData.receiptId(timestamp: flight.timestamp)
+                return [receipt(.rejected(id: id, kind: .workout, Self.rateLimited, version: workouts[key]?.version), to: user)]
+            }
             let outcome = WorkoutState.apply(flight: flight, from: device, to: &workouts[key])
             return telemetryOutcome(outcome, id: FlightData.receiptId(timestamp: flight.timestamp), key: key, now: now)
         }
@@ -36,6 +41,11 @@ extension Engine {
             metrics.rejected += 1
             return [receipt(.rejected(id: failure.id, kind: .workout, failure.rejection, version: workouts[key]?.version), to: user)]
         case .success(let health):
+            if !takeToken(for: user, now: now) {
+                metrics.rejected += 1
+                let id = HealthData.receiptId(timestamp: health.timestamp)
+                return [receipt(.rejected(id: id, kind: .workout, Self.rateLimited, version: workouts[key]?.version), to: user)]
+            }
             let outcome = WorkoutState.apply(health: health, from: device, to: &workouts[key])
             return telemetryOutcome(outcome, id: HealthData.receiptId(timestamp: health.timestamp), key: key, now: now)
         }

@@ -53,6 +53,9 @@ public struct Engine {
     var messageSeq: [ConversationKey: Int64] = [:]
     var workouts: [WorkoutKey: WorkoutState] = [:]
     var seen: [SeenKey: Millis] = [:]
+    var buckets: [String: TokenBucket] = [:]
+    /// How many conversations each user is part of (for the per-user cap).
+    var conversationCount: [String: Int] = [:]
     var buffer: ReorderBuffer<Buffered>
     var presence: PresenceTracker
     var leaseDeadlines = Heap<LeaseDeadline>()
@@ -87,6 +90,8 @@ public struct Engine {
             let messages = stored.map { DirectMessage(id: $0.id, sender: $0.sender, text: $0.text, sentAt: $0.sentAt, isRead: $0.isRead) }
             let conversation = try Conversation(persisted: JSON.parse(row.body), messages: messages)
             engine.conversations[conversation.key] = conversation
+            engine.conversationCount[conversation.key.low, default: 0] += 1
+            engine.conversationCount[conversation.key.high, default: 0] += 1
             engine.messageSeq[conversation.key] = stored.last?.seq ?? 0
         }
         for row in try await store.loadEntities(kind: EntityKind.workout) {
@@ -146,6 +151,10 @@ public struct Engine {
         if seen[key] != nil {
             return [receipt(.duplicate(id: item.id, kind: kind, version: currentVersion), to: item.user)]
         }
+        if !takeToken(for: item.user, now: now) {
+            metrics.rejected += 1
+            return [receipt(.rejected(id: item.id, kind: kind, Self.rateLimited, version: currentVersion), to: item.user)]
+        }
         seen[key] = now
         var item = item
         let clamped = ReorderBuffer<Buffered>.clamp(timestamp: timestamp, now: now, maxSkew: configuration.maxSkewMs)
@@ -155,6 +164,17 @@ public struct Engine {
         }
         _ = buffer.insert(item, timestamp: clamped, userId: item.user, arrival: now)
         return []
+    }
+
+    static let rateLimited = Rejection(.rateLimited, "too many events: slow down and resend")
+
+    /// The rate limit: one token per event, command or telemetry sample.
+    mutating func takeToken(for user: String, now: Millis) -> Bool {
+        guard configuration.rateLimitPerSecond > 0 else { return true }
+        if buckets[user] == nil {
+            buckets[user] = TokenBucket(ratePerSecond: configuration.rateLimitPerSecond, burst: configuration.rateLimitBurst, now: now)
+        }
+        return buckets[user]!.take(now: now)
     }
 
     func receipt(_ receipt: Receipt, to user: String) -> Publication {
@@ -274,6 +294,7 @@ public struct Engine {
         lastSeenPrune = now
         let cutoff = now - configuration.seenIdRetentionMs
         seen = seen.filter { $0.value >= cutoff }
+        buckets = buckets.filter { !$0.value.isFull(now: now) }
     }
 }
 

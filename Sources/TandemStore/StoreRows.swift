@@ -102,15 +102,18 @@ public struct DMMessageRow: Sendable, Equatable {
     }
 }
 
-/// Marks every message from `sender` in `conversation` read: what a DM `read` command
-/// does, for the whole stored history (not only the messages a snapshot shows).
+/// Marks every message from `sender` in `conversation` up to `throughSeq` read: what a
+/// DM `read` command does, for the whole stored history (not only the messages a
+/// snapshot shows). The bound keeps a message appended later in the same batch unread.
 public struct DMReadMark: Sendable, Equatable {
     public var conversation: String
     public var sender: String
+    public var throughSeq: Int64
 
-    public init(conversation: String, sender: String) {
+    public init(conversation: String, sender: String, throughSeq: Int64 = .max) {
         self.conversation = conversation
         self.sender = sender
+        self.throughSeq = throughSeq
     }
 }
 

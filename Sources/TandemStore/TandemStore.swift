@@ -95,7 +95,7 @@ public actor TandemStore {
                 ])
             }
             for mark in batch.readMarks {
-                try db.run(Self.markRead, [.text(mark.conversation), .text(mark.sender)])
+                try db.run(Self.markRead, [.text(mark.conversation), .text(mark.sender), .integer(mark.throughSeq)])
             }
             for row in batch.logbook {
                 try db.run(Self.upsertLogbook, [
@@ -124,7 +124,7 @@ public actor TandemStore {
         INSERT INTO dm_messages(conversation, seq, id, sender, text, sent_at, is_read)
         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
         """
-    static let markRead = "UPDATE dm_messages SET is_read = 1 WHERE conversation = ?1 AND sender = ?2 AND is_read = 0"
+    static let markRead = "UPDATE dm_messages SET is_read = 1 WHERE conversation = ?1 AND sender = ?2 AND seq <= ?3 AND is_read = 0"
     static let upsertLogbook = """
         INSERT INTO logbook(user_id, workout_id, started_at, ended_at, origin, mode, distance, elapsed_time,
                             average_pace, average_heart_rate, max_heart_rate)

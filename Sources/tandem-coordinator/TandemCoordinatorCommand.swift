@@ -50,6 +50,18 @@ struct TandemCoordinatorCommand: AsyncParsableCommand {
     @Option(help: "MQTT client id [TANDEM_CLIENT_ID] (default tandem-coordinator)")
     var clientId: String?
 
+    @Option(help: "Events a user may send per second, 0 for no limit [TANDEM_RATE_LIMIT] (default 200)")
+    var rateLimit: Double?
+
+    @Option(help: "Events a user may send at once after a quiet spell [TANDEM_RATE_LIMIT_BURST] (default 400)")
+    var rateLimitBurst: Double?
+
+    @Option(help: "Live stickers a room may hold [TANDEM_MAX_STICKERS_PER_ROOM] (default 1000)")
+    var maxStickersPerRoom: Int?
+
+    @Option(help: "Conversations a user may be part of [TANDEM_MAX_CONVERSATIONS_PER_USER] (default 1000)")
+    var maxConversationsPerUser: Int?
+
     @Flag(help: "Check the database's integrity, print a summary of what it holds, and exit.")
     var check = false
 
@@ -131,6 +143,22 @@ struct TandemCoordinatorCommand: AsyncParsableCommand {
             return Millis((value * 1000).rounded())
         }
 
+        func number(_ flag: Double?, _ name: String, _ variable: String, allowZero: Bool) throws -> Double? {
+            let value: Double
+            if let flag {
+                value = flag
+            } else if let raw = env[variable], !raw.isEmpty {
+                guard let parsed = Double(raw) else { throw ValidationError("\(variable)=\(raw) is not a number") }
+                value = parsed
+            } else {
+                return nil
+            }
+            guard value.isFinite, allowZero ? value >= 0 : value > 0 else {
+                throw ValidationError("--\(name) must be a \(allowZero ? "non-negative" : "positive") number, not \(value)")
+            }
+            return value
+        }
+
         if let v = text(host, "TANDEM_MQTT_HOST") { c.host = v }
         if let v = try integer(port, "port", "TANDEM_MQTT_PORT", range: 1...65535) { c.port = v }
         c.username = text(username, "TANDEM_MQTT_USERNAME")
@@ -146,6 +174,10 @@ struct TandemCoordinatorCommand: AsyncParsableCommand {
         if let v = try integer(maxSkewMs, "max-skew-ms", "TANDEM_MAX_SKEW_MS", range: 0...86_400_000) { c.maxSkewMs = Millis(v) }
         if let v = try seconds(lockLeaseSeconds, "lock-lease-seconds", "TANDEM_LOCK_LEASE_SECONDS") { c.lockLeaseMs = v }
         if let v = try seconds(presenceGraceSeconds, "presence-grace-seconds", "TANDEM_PRESENCE_GRACE_SECONDS") { c.presenceGraceMs = v }
+        if let v = try number(rateLimit, "rate-limit", "TANDEM_RATE_LIMIT", allowZero: true) { c.rateLimitPerSecond = v }
+        if let v = try number(rateLimitBurst, "rate-limit-burst", "TANDEM_RATE_LIMIT_BURST", allowZero: false) { c.rateLimitBurst = v }
+        if let v = try integer(maxStickersPerRoom, "max-stickers-per-room", "TANDEM_MAX_STICKERS_PER_ROOM", range: 1...1_000_000) { c.maxStickersPerRoom = v }
+        if let v = try integer(maxConversationsPerUser, "max-conversations-per-user", "TANDEM_MAX_CONVERSATIONS_PER_USER", range: 1...1_000_000) { c.maxConversationsPerUser = v }
         if let v = text(clientId, "TANDEM_CLIENT_ID") {
             guard !v.isEmpty, v.utf8.count <= 65535 else { throw ValidationError("--client-id must not be empty") }
             c.clientId = v

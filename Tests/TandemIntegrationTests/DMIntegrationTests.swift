@@ -574,9 +574,7 @@ import TestSupport
 
             let older = try await dmHistory(bob, peer: "alice", requestId: "older", before: all[30].sentAt, limit: 50)
             #expect(historyMessages(older).map(\.id) == all.prefix(30).map(\.id))
-            withKnownIssue("read marks only the messages in the 200-message window; older ones stay unread in the database") {
-                #expect(historyMessages(older) == all.prefix(30).map { $0.read() })
-            }
+            #expect(historyMessages(older) == all.prefix(30).map { $0.read() })
 
             await alice.close()
             await bob.close()

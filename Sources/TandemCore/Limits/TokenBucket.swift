@@ -1,0 +1,34 @@
+/// A token bucket: `ratePerSecond` tokens a second, at most `burst` saved up. One
+/// event takes one token; none left means the event is refused (`rate_limited`).
+public struct TokenBucket: Sendable, Equatable {
+    public let ratePerSecond: Double
+    public let burst: Double
+    public private(set) var tokens: Double
+    public private(set) var updatedAt: Millis
+
+    public init(ratePerSecond: Double, burst: Double, now: Millis) {
+        self.ratePerSecond = ratePerSecond
+        self.burst = burst
+        self.tokens = burst
+        self.updatedAt = now
+    }
+
+    /// Takes a token if there is one.
+    public mutating func take(now: Millis) -> Bool {
+        refill(now: now)
+        guard tokens >= 1 else { return false }
+        tokens -= 1
+        return true
+    }
+
+    /// Whether the bucket is full again at `now` (an idle sender; safe to forget).
+    public func isFull(now: Millis) -> Bool {
+        tokens + Double(max(0, now - updatedAt)) * ratePerSecond / 1000 >= burst
+    }
+
+    mutating func refill(now: Millis) {
+        guard now > updatedAt else { return }
+        tokens = min(burst, tokens + Double(now - updatedAt) * ratePerSecond / 1000)
+        updatedAt = now
+    }
+}

@@ -1,0 +1,181 @@
+import Testing
+import TandemCore
+import TandemStore
+@testable import TandemCoordinator
+
+/// The engine without any I/O: messages in, batches and publications out.
+@Suite struct EngineTests {
+    static let t0: Millis = 1_800_000_000_000
+
+    func engine(_ configure: (inout CoordinatorConfiguration) -> Void = { _ in }) -> Engine {
+        var c = CoordinatorConfiguration()
+        configure(&c)
+        return Engine(configuration: c, epoch: "e0", now: Self.t0)
+    }
+
+    func create(_ id: String, sticker: String, at t: Millis = t0) -> [UInt8] {
+        JSON.obj([
+            "eventId": .string(id), "type": "create", "stickerId": .string(sticker), "timestamp": .int(t),
+            "image": "a.png", "frame": .obj(["x": 1, "y": 2, "width": 3, "height": 4]),
+        ]).serialized()
+    }
+
+    func receipts(_ publications: [Publication], for user: String) -> [JSON] {
+        publications.filter { $0.topic == "tandem/v1/users/\(user)/receipts" }.compactMap { try? JSON.parse($0.payload) }
+    }
+
+    @Test func anEventWaitsForItsWindowThenIsCommittedAndPublishedOnce() throws {
+        var e = engine()
+        let r1 = e.ingest(topic: "tandem/v1/rooms/r1/events/alice", payload: create("e1", sticker: "s1"), now: Self.t0)
+        #expect(r1.isEmpty)
+        #expect(e.nextDeadline == Self.t0 + 30)
+        let r2 = e.step(now: Self.t0 + 29)
+        #expect(r2.publications.isEmpty)
+        let step = e.step(now: Self.t0 + 30)
+        #expect(step.batch.seenIds.map(\.id) == ["e1"])
+        #expect(step.batch.events.map(\.status) == [.accepted])
+        #expect(step.batch.entities.map(\.key) == ["r1"])
+        #expect(step.publications.map(\.topic) == [
+            "tandem/v1/rooms/r1/changes", "tandem/v1/rooms/r1/state", "tandem/v1/users/alice/receipts",
+        ])
+        #expect(step.publications[1].retain)
+        #expect(receipts(step.publications, for: "alice").first?["version"] == .int(1))
+    }
+
+    @Test func aBurstIntoOneRoomIsOneSnapshot() {
+        var e = engine { $0.rateLimitPerSecond = 0 }
+        for i in 0..<1000 {
+            _ = e.ingest(topic: "tandem/v1/rooms/r1/events/alice", payload: create("e\(i)", sticker: "s\(i)"), now: Self.t0)
+        }
+        let step = e.step(now: Self.t0 + 30)
+        #expect(step.publications.filter { $0.topic == "tandem/v1/rooms/r1/state" }.count == 1)
+        #expect(step.publications.filter { $0.topic == "tandem/v1/rooms/r1/changes" }.count == 1)
+        #expect(receipts(step.publications, for: "alice").count == 1000)
+        #expect(step.batch.entities.count == 1)
+    }
+
+    @Test func aDuplicateIsAnsweredAtOnceWithTheCurrentVersion() {
+        var e = engine()
+        _ = e.ingest(topic: "tandem/v1/rooms/r1/events/alice", payload: create("e1", sticker: "s1"), now: Self.t0)
+        _ = e.step(now: Self.t0 + 30)
+        let again = e.ingest(topic: "tandem/v1/rooms/r1/events/alice", payload: create("e1", sticker: "s1"), now: Self.t0 + 40)
+        let receipt = receipts(again, for: "alice")
+        #expect(receipt.first?["status"] == "duplicate")
+        #expect(receipt.first?["version"] == .int(1))
+        #expect(receipt.first?["code"] == .null)
+        // The same id from another user is another event.
+        let r3 = e.ingest(topic: "tandem/v1/rooms/r1/events/bob", payload: create("e1", sticker: "s2"), now: Self.t0 + 40)
+        #expect(r3.isEmpty)
+    }
+
+    @Test func unreadablePayloadsAreAnsweredWithTheirIdWhenReadable() {
+        var e = engine()
+        let bad = JSON.obj(["eventId": "e9", "type": "create", "stickerId": "s1", "timestamp": "now"]).serialized()
+        let receiptRaw = e.ingest(topic: "tandem/v1/rooms/r1/events/alice", payload: bad, now: Self.t0)
+        let receipt = receipts(receiptRaw, for: "alice").first
+        #expect(receipt?["id"] == "e9")
+        #expect(receipt?["code"] == "invalid_payload")
+        #expect(receipt?["version"] == .null)
+        let garbageRaw = e.ingest(topic: "tandem/v1/rooms/r1/events/alice", payload: [0xFF, 0x00], now: Self.t0)
+        let garbage = receipts(garbageRaw, for: "alice").first
+        #expect(garbage?["id"] == "")
+        let r4 = e.ingest(topic: "tandem/v1/rooms/r1/events/al%ice", payload: bad, now: Self.t0)
+        #expect(r4.isEmpty)
+        #expect(e.metrics.dropped == 1)
+    }
+
+    @Test func theRateLimitRefusesWithoutRememberingTheId() {
+        var e = engine { $0.rateLimitPerSecond = 1; $0.rateLimitBurst = 2 }
+        let topic = "tandem/v1/rooms/r1/events/alice"
+        let r5 = e.ingest(topic: topic, payload: create("a", sticker: "s1"), now: Self.t0)
+        #expect(r5.isEmpty)
+        let r6 = e.ingest(topic: topic, payload: create("b", sticker: "s2"), now: Self.t0)
+        #expect(r6.isEmpty)
+        let refusedRaw = e.ingest(topic: topic, payload: create("c", sticker: "s3"), now: Self.t0)
+        let refused = receipts(refusedRaw, for: "alice")
+        #expect(refused.first?["code"] == "rate_limited")
+        // A second later there is a token again, and "c" was not remembered.
+        let r7 = e.ingest(topic: topic, payload: create("c", sticker: "s3"), now: Self.t0 + 1000)
+        #expect(r7.isEmpty)
+    }
+
+    @Test func aFullRoomRefusesNewStickers() {
+        var e = engine { $0.maxStickersPerRoom = 2 }
+        let topic = "tandem/v1/rooms/r1/events/alice"
+        for (i, s) in ["s1", "s2", "s3"].enumerated() {
+            _ = e.ingest(topic: topic, payload: create("e\(i)", sticker: s, at: Self.t0 + Millis(i)), now: Self.t0)
+        }
+        let step = e.step(now: Self.t0 + 30)
+        #expect(receipts(step.publications, for: "alice").map { $0["code"] ?? .null } == [.null, .null, "room_full"])
+    }
+
+    @Test func aFutureTimestampIsClamped() throws {
+        var e = engine()
+        _ = e.ingest(topic: "tandem/v1/rooms/r1/events/alice", payload: create("e1", sticker: "s1", at: Self.t0 + 3_600_000), now: Self.t0)
+        #expect(e.metrics.clampedTimestamps == 1)
+        let step = e.step(now: Self.t0 + 30)
+        let state = try JSON.parse(step.publications.first { $0.topic == "tandem/v1/rooms/r1/state" }!.payload)
+        #expect(state["updatedAt"] == .int(Self.t0))
+    }
+
+    @Test func aLeaseExpiresAndIsPublishedAsAnExpireChange() throws {
+        var e = engine { $0.lockLeaseMs = 1000 }
+        _ = e.ingest(topic: "tandem/v1/rooms/r1/events/alice", payload: create("e1", sticker: "s1"), now: Self.t0)
+        _ = e.step(now: Self.t0 + 30)
+        #expect(e.nextDeadline == Self.t0 + 30 + 1000)
+        let step = e.step(now: Self.t0 + 1030)
+        let changes = try JSON.parse(step.publications.first { $0.topic == "tandem/v1/rooms/r1/changes" }!.payload)
+        guard case .array(let list)? = changes["changes"] else { Issue.record("no changes"); return }
+        #expect(list.first?["type"] == "expire")
+        #expect(list.first?["eventId"] == .null)
+        #expect(step.batch.entities.count == 1)
+    }
+
+    @Test func anOwnerGoneOfflineLosesTheLockAfterTheGrace() throws {
+        var e = engine { $0.presenceGraceMs = 500 }
+        _ = e.ingest(topic: "tandem/v1/presence/alice/c1", payload: Array(#"{"online":true}"#.utf8), now: Self.t0)
+        _ = e.ingest(topic: "tandem/v1/rooms/r1/events/alice", payload: create("e1", sticker: "s1"), now: Self.t0)
+        _ = e.step(now: Self.t0 + 30)
+        _ = e.ingest(topic: "tandem/v1/presence/alice/c1", payload: Array(#"{"online":false}"#.utf8), now: Self.t0 + 100)
+        #expect(e.nextDeadline == Self.t0 + 600)
+        let step = e.step(now: Self.t0 + 600)
+        let state = try JSON.parse(step.publications.first { $0.topic == "tandem/v1/rooms/r1/state" }!.payload)
+        guard case .array(let stickers)? = state["stickers"] else { Issue.record("no stickers"); return }
+        #expect(stickers.first?["owner"] == .null)
+        #expect(state["version"] == .int(2))
+    }
+
+    @Test func telemetryDoesNotWaitAndItsSnapshotIsThrottled() {
+        var e = engine()
+        let start = JSON.obj(["commandId": "c1", "type": "start", "timestamp": .int(Self.t0)]).serialized()
+        _ = e.ingest(topic: "tandem/v1/users/alice/workouts/w1/control/watch", payload: start, now: Self.t0)
+        let started = e.step(now: Self.t0 + 30)
+        #expect(started.publications.contains { $0.topic == "tandem/v1/users/alice/workouts/w1/state" })
+        func flight(_ t: Millis) -> [UInt8] {
+            JSON.obj([
+                "timestamp": .int(t), "elapsedTime": 1.0, "distance": 3.0, "pace": 330.0, "altitude": 10.0,
+                "heading": 90.0, "gpwsStatus": "normal", "latitude": 47.0, "longitude": 8.0,
+            ]).serialized()
+        }
+        let r8 = e.ingest(topic: "tandem/v1/users/alice/workouts/w1/flight/watch", payload: flight(Self.t0 + 100), now: Self.t0 + 100)
+        #expect(r8.isEmpty)
+        let r9 = e.ingest(topic: "tandem/v1/users/alice/workouts/w1/flight/watch", payload: flight(Self.t0 + 200), now: Self.t0 + 200)
+        #expect(r9.isEmpty)
+        // The last snapshot went out at +30: the next is due a second later.
+        #expect(e.nextDeadline == Self.t0 + 1030)
+        let throttled = e.step(now: Self.t0 + 1030)
+        #expect(throttled.publications.filter { $0.topic == "tandem/v1/users/alice/workouts/w1/state" }.count == 1)
+        // From the phone (not the origin): rejected at once, with the telemetry id.
+        let refusedRaw = e.ingest(topic: "tandem/v1/users/alice/workouts/w1/flight/phone", payload: flight(Self.t0 + 300), now: Self.t0 + 300)
+        let refused = receipts(refusedRaw, for: "alice")
+        #expect(refused.first?["id"] == .string("flight:\(Self.t0 + 300)"))
+        #expect(refused.first?["code"] == "not_origin")
+    }
+
+    @Test func flushAppliesWhatWaitsWithoutWaiting() {
+        var e = engine()
+        _ = e.ingest(topic: "tandem/v1/rooms/r1/events/alice", payload: create("e1", sticker: "s1"), now: Self.t0)
+        let step = e.flush(now: Self.t0 + 1)
+        #expect(receipts(step.publications, for: "alice").first?["status"] == "accepted")
+    }
+}
