@@ -197,6 +197,9 @@ public actor WorkoutAgent {
             throw AgentError("stop sent but the workout did not finish within \(Self.answerTimeout / 1000) s")
         }
         if console.isTerminal { console.status(statusLine(at: now).text) }
+        // With --json, what the status line shows, once a tick (on the wall clock's
+        // second, as on the other device), with the time it was taken.
+        console.object(statusLine(at: now).json.adding("timestamp", .int(now)))
     }
 
     private func publishFlight(_ flight: FlightData, at now: Millis) {
