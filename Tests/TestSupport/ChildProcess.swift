@@ -14,7 +14,8 @@ import Synchronization
 /// Here the child starts with an empty signal mask and the default action for
 /// SIGTERM, SIGINT and SIGPIPE, whatever the test process has blocked or ignored.
 ///
-/// Standard input is `/dev/null`; standard output and standard error go to files
+/// Standard input is `/dev/null` unless a file is given (the way a script pipes
+/// commands in: the child reads the file, then sees end of file); standard output and standard error go to files
 /// (by default in a temporary directory of the process's own, removed on deinit),
 /// read back with ``standardOutput`` and ``standardError``. A child still running
 /// when the value is released is killed with SIGKILL and reaped.
@@ -64,6 +65,7 @@ public final class ChildProcess: Sendable {
     /// - Parameters:
     ///   - environment: the child's whole environment; `nil` inherits this process's.
     ///   - addingEnvironment: set on top of `environment` (or the inherited one).
+    ///   - standardInput: a file the child reads as its stdin; `nil` means `/dev/null`.
     ///   - standardOutput, standardError: files to write to (created or truncated);
     ///     `nil` means a file in a private temporary directory. The same path for
     ///     both interleaves them in one file.
@@ -72,6 +74,7 @@ public final class ChildProcess: Sendable {
         _ arguments: [String] = [],
         environment: [String: String]? = nil,
         addingEnvironment: [String: String] = [:],
+        standardInput: String? = nil,
         standardOutput: String? = nil,
         standardError: String? = nil
     ) throws {
@@ -93,7 +96,7 @@ public final class ChildProcess: Sendable {
 
         do {
             self.pid = try Self.spawn(
-                path, arguments, environment: env, stdout: outPath, stderr: errPath)
+                path, arguments, environment: env, stdin: standardInput ?? "/dev/null", stdout: outPath, stderr: errPath)
         } catch {
             if let ownedDirectory { try? FileManager.default.removeItem(atPath: ownedDirectory) }
             throw error
@@ -232,13 +235,13 @@ public final class ChildProcess: Sendable {
 
     private static func spawn(
         _ path: String, _ arguments: [String], environment: [String: String],
-        stdout: String, stderr: String
+        stdin: String, stdout: String, stderr: String
     ) throws -> pid_t {
         var actions = posix_spawn_file_actions_t()
         try check(posix_spawn_file_actions_init(&actions), "posix_spawn_file_actions_init")
         defer { posix_spawn_file_actions_destroy(&actions) }
         let writeFlags = O_WRONLY | O_CREAT | O_TRUNC
-        try check(posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0), "stdin")
+        try check(posix_spawn_file_actions_addopen(&actions, 0, stdin, O_RDONLY, 0), "stdin")
         try check(posix_spawn_file_actions_addopen(&actions, 1, stdout, writeFlags, 0o644), "stdout")
         if stderr == stdout {
             try check(posix_spawn_file_actions_adddup2(&actions, 1, 2), "stderr")

@@ -197,6 +197,9 @@ public actor WorkoutAgent {
             throw AgentError("stop sent but the workout did not finish within \(Self.answerTimeout / 1000) s")
         }
         if console.isTerminal { console.status(statusLine(at: now).text) }
+        // With --json, what the status line shows, once a tick (on the wall clock's
+        // second, as on the other device), with the time it was taken.
+        console.object(statusLine(at: now).json.adding("timestamp", .int(now)))
     }
 
     private func publishFlight(_ flight: FlightData, at now: Millis) {
@@ -248,7 +251,13 @@ public actor WorkoutAgent {
         if options.startOrigin == .local {
             elapsed = computer.current == nil ? 0 : computer.elapsedTime(at: now)
         } else if let lastFlight {
-            let ticking = status == .running ? Double(max(0, now - lastFlightAt)) / 1_000 : 0
+            // The sample's elapsedTime was true at its own timestamp (its GPS fix), which
+            // is older than its arrival by the fix's age (up to a second at 1 Hz) plus
+            // the trip. Ticking from the arrival showed the origin's time up to a second
+            // late; tick from the timestamp, kept within the second before the arrival
+            // so that a remote whose clock is off cannot run the display away.
+            let reference = min(lastFlightAt, max(lastFlight.timestamp, lastFlightAt - 1_000))
+            let ticking = status == .running ? Double(max(0, now - reference)) / 1_000 : 0
             elapsed = lastFlight.elapsedTime + ticking
         } else {
             elapsed = snapshot?.elapsedTime ?? 0
