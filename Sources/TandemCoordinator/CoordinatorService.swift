@@ -129,7 +129,7 @@ public final class CoordinatorService: Service {
             }
             defer { group.cancelAll() }
 
-            let timer = Timer(feed: feed)
+            let timer = DeadlineTimer(feed: feed)
             var connections = 0
             try await withGracefulShutdownHandler {
                 loop: for await input in inputs {
@@ -231,7 +231,7 @@ public final class CoordinatorService: Service {
 
 /// Wakes the pipeline at the engine's next deadline (reorder window, lease, grace,
 /// throttled snapshot). Only an earlier deadline than the one pending schedules anew.
-final class Timer: Sendable {
+final class DeadlineTimer: Sendable {
     let feed: AsyncStream<CoordinatorService.Input>.Continuation
     let pending = Mutex<Millis?>(nil)
 
