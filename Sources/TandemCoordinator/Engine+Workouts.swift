@@ -18,36 +18,34 @@ extension Engine {
     }
 
     mutating func ingestFlight(user: String, workoutId: String, device: Device, payload: [UInt8], now: Millis) -> [Publication] {
-        let key = WorkoutKey(user: user, workoutId: workoutId)
-        switch FlightData.decode(payload) {
-        case .failure(let failure):
-            metrics.rejected += 1
-            return [receipt(.rejected(id: failure.id, kind: .workout, failure.rejection, version: workouts[key]?.version), to: user)]
-        case .success(let flight):
-            if !takeToken(for: user, now: now) {
-                metrics.rejected += 1
-                let id = FlightData.receiptId(timestamp: flight.timestamp)
-                return [receipt(.rejected(id: id, kind: .workout, Self.rateLimited, version: workouts[key]?.version), to: user)]
-            }
-            let outcome = WorkoutState.apply(flight: flight, from: device, to: &workouts[key])
-            return telemetryOutcome(outcome, id: FlightData.receiptId(timestamp: flight.timestamp), key: key, now: now)
+        ingestTelemetry(FlightData.decode(payload), id: { FlightData.receiptId(timestamp: $0.timestamp) }, user: user, workoutId: workoutId, now: now) { flight, workout in
+            WorkoutState.apply(flight: flight, from: device, to: &workout)
         }
     }
 
     mutating func ingestHealth(user: String, workoutId: String, device: Device, payload: [UInt8], now: Millis) -> [Publication] {
+        ingestTelemetry(HealthData.decode(payload), id: { HealthData.receiptId(timestamp: $0.timestamp) }, user: user, workoutId: workoutId, now: now) { health, workout in
+            WorkoutState.apply(health: health, from: device, to: &workout)
+        }
+    }
+
+    /// The one path of both kinds of telemetry: decoded, rate-limited, applied on arrival.
+    mutating func ingestTelemetry<Sample>(
+        _ decoded: Result<Sample, DecodeFailure>, id: (Sample) -> String, user: String, workoutId: String, now: Millis,
+        apply: (Sample, inout WorkoutState?) -> WorkoutOutcome
+    ) -> [Publication] {
         let key = WorkoutKey(user: user, workoutId: workoutId)
-        switch HealthData.decode(payload) {
+        switch decoded {
         case .failure(let failure):
             metrics.rejected += 1
             return [receipt(.rejected(id: failure.id, kind: .workout, failure.rejection, version: workouts[key]?.version), to: user)]
-        case .success(let health):
-            if !takeToken(for: user, now: now) {
+        case .success(let sample):
+            guard takeToken(for: user, now: now) else {
                 metrics.rejected += 1
-                let id = HealthData.receiptId(timestamp: health.timestamp)
-                return [receipt(.rejected(id: id, kind: .workout, Self.rateLimited, version: workouts[key]?.version), to: user)]
+                return [receipt(.rejected(id: id(sample), kind: .workout, Self.rateLimited, version: workouts[key]?.version), to: user)]
             }
-            let outcome = WorkoutState.apply(health: health, from: device, to: &workouts[key])
-            return telemetryOutcome(outcome, id: HealthData.receiptId(timestamp: health.timestamp), key: key, now: now)
+            let outcome = apply(sample, &workouts[key])
+            return telemetryOutcome(outcome, id: id(sample), key: key, now: now)
         }
     }
 

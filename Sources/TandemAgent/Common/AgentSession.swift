@@ -109,6 +109,51 @@ public final class AgentSession: Sendable {
     }
 
     /// Reads one receipt message; logs and returns nil for an unreadable one.
+    /// The loop of an agent driven by stdin (room, dm): its receipts and its own topics
+    /// are handled as they arrive; after `settle` (time for the retained snapshots to
+    /// arrive) `start` runs, then every stdin line until `line` says stop or stdin ends;
+    /// `finish` gives the exit code.
+    public func runInteractive(
+        topics filters: [String],
+        input: AsyncStream<String>,
+        settle: Duration,
+        receipt: @escaping @Sendable (Receipt) async -> Void,
+        message: @escaping @Sendable (MQTTMessage) async -> Void,
+        start: @escaping @Sendable () async -> Void,
+        line: @escaping @Sendable (String) async -> Bool,
+        finish: @escaping @Sendable () async -> Int32
+    ) async throws -> Int32 {
+        let receipts = try await subscribe([topics.receipts(user: user)])
+        let messages = try await subscribe(filters)
+        try await connect()
+
+        return try await withThrowingTaskGroup(of: Int32?.self) { group in
+            group.addTask { await self.maintain(); return nil }
+            group.addTask {
+                for try await m in receipts {
+                    guard let r = self.decodeReceipt(m) else { continue }
+                    await receipt(r)
+                }
+                return nil
+            }
+            group.addTask {
+                for try await m in messages { await message(m) }
+                return nil
+            }
+            group.addTask {
+                try await Task.sleep(for: settle)
+                await start()
+                for await text in input where await line(text) == false { break }
+                return await finish()
+            }
+            defer { group.cancelAll() }
+            while let result = try await group.next() {
+                if let code = result { return code }
+            }
+            return 1
+        }
+    }
+
     public func decodeReceipt(_ message: MQTTMessage) -> Receipt? {
         do {
             return try Receipt.decode(message.payload)

@@ -27,38 +27,14 @@ public actor DMAgent {
     /// Runs until stdin ends (or `quit`) and every command has its receipt. Returns the
     /// exit code: 0, or 1 when a command was rejected or never answered.
     public func run(input: AsyncStream<String>) async throws -> Int32 {
-        let topics = session.topics, user = session.user
-        let receipts = try await session.subscribe([topics.receipts(user: user)])
-        let conversations = try await session.subscribe([topics.conversations(user: user)])
-        try await session.connect()
-
-        return try await withThrowingTaskGroup(of: Int32?.self) { group in
-            group.addTask { await self.session.maintain(); return nil }
-            group.addTask {
-                for try await message in receipts {
-                    guard let receipt = self.session.decodeReceipt(message) else { continue }
-                    await self.handle(receipt)
-                }
-                return nil
-            }
-            group.addTask {
-                for try await message in conversations { await self.handle(message) }
-                return nil
-            }
-            group.addTask {
-                try await Task.sleep(for: Self.retainedWait)
-                await self.start()
-                for await line in input {
-                    if await self.handle(line: line) == false { break }
-                }
-                return await self.finish()
-            }
-            defer { group.cancelAll() }
-            while let result = try await group.next() {
-                if let code = result { return code }
-            }
-            return 1
-        }
+        try await session.runInteractive(
+            topics: [session.topics.conversations(user: session.user)], input: input, settle: Self.retainedWait,
+            receipt: { await self.handle($0) },
+            message: { await self.handle($0) },
+            start: { await self.start() },
+            line: { await self.handle(line: $0) },
+            finish: { await self.finish() }
+        )
     }
 
     private func start() {

@@ -26,38 +26,14 @@ public actor RoomAgent {
     }
 
     public func run(input: AsyncStream<String>) async throws -> Int32 {
-        let topics = session.topics
-        let receipts = try await session.subscribe([topics.receipts(user: session.user)])
-        let room = try await session.subscribe([topics.roomState(room: roomId), topics.roomChanges(room: roomId)])
-        try await session.connect()
-
-        return try await withThrowingTaskGroup(of: Int32?.self) { group in
-            group.addTask { await self.session.maintain(); return nil }
-            group.addTask {
-                for try await message in receipts {
-                    guard let receipt = self.session.decodeReceipt(message) else { continue }
-                    await self.handle(receipt)
-                }
-                return nil
-            }
-            group.addTask {
-                for try await message in room { await self.handle(message) }
-                return nil
-            }
-            group.addTask {
-                try await Task.sleep(for: Self.retainedWait)
-                await self.start()
-                for await line in input {
-                    if await self.handle(line: line) == false { break }
-                }
-                return await self.finish()
-            }
-            defer { group.cancelAll() }
-            while let result = try await group.next() {
-                if let code = result { return code }
-            }
-            return 1
-        }
+        try await session.runInteractive(
+            topics: [session.topics.roomState(room: roomId), session.topics.roomChanges(room: roomId)], input: input, settle: Self.retainedWait,
+            receipt: { await self.handle($0) },
+            message: { await self.handle($0) },
+            start: { await self.start() },
+            line: { await self.handle(line: $0) },
+            finish: { await self.finish() }
+        )
     }
 
     private func start() {

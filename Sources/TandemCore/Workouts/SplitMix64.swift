@@ -1,4 +1,5 @@
-/// A small seeded generator (SplitMix64): fast, deterministic, good enough for simulation.
+/// A small seeded generator (SplitMix64): fast, deterministic, good enough for
+/// simulation, and what the property tests use so that a failure names its seed.
 struct SplitMix64: RandomNumberGenerator, Sendable {
     private var state: UInt64
 
