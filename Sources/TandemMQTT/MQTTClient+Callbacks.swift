@@ -58,6 +58,7 @@ extension ClientCore {
         let ready: Bool = state.withLock { s in
             s.connected = true
             s.sessionPresent = sessionPresent
+            flushOutbox(&s)
             // Resend subscriptions on the first connection of this process (so retained
             // messages arrive) and whenever the broker kept no session for us.
             let resubscribe = !s.everConnected || !sessionPresent

@@ -51,8 +51,10 @@ public final class MQTTClient: Sendable {
         try await core.publish(topic, payload: payload, qos: qos, retain: retain)
     }
 
-    /// Hands the message to libmosquitto and returns at once. QoS 1 messages are kept
-    /// and retried by libmosquitto across reconnects of this process.
+    /// Hands the message over and returns at once. QoS 1 messages enqueued without a
+    /// connection wait in an outbox (up to 100,000) and leave first, in order, when the
+    /// connection is back; libmosquitto retries those in flight across reconnects of
+    /// this process. QoS 0 without a connection throws.
     public func enqueue(_ topic: String, payload: [UInt8], qos: MQTTQoS = .atLeastOnce, retain: Bool = false) throws(MQTTError) {
         try core.enqueue(topic, payload: payload, qos: qos, retain: retain)
     }
@@ -110,6 +112,18 @@ final class ClientCore: @unchecked Sendable {
         var permanentFailure: MQTTError?
         /// The CONNACK's session-present flag of the current connection.
         var sessionPresent = false
+        /// QoS 1 messages enqueued while there was no connection, oldest first.
+        var outbox: [Outgoing] = []
+    }
+
+    /// At most this many messages wait for a connection; more are refused.
+    static let outboxLimit = 100_000
+
+    struct Outgoing {
+        var topic: String
+        var payload: [UInt8]
+        var qos: MQTTQoS
+        var retain: Bool
     }
 
     struct SubscriptionEntry {
@@ -267,10 +281,45 @@ final class ClientCore: @unchecked Sendable {
     // MARK: Publishing
 
     func enqueue(_ topic: String, payload: [UInt8], qos: MQTTQoS, retain: Bool) throws(MQTTError) {
-        let rc = payload.withUnsafeBytes { buf in
-            mosquitto_publish_v5(mosq, nil, topic, Int32(buf.count), buf.baseAddress, qos.rawValue, retain, nil)
+        // Under the lock, so that messages leave in the order they were enqueued even
+        // while the outbox is being flushed on a reconnect.
+        let result: Result<Void, MQTTError> = state.withLock { s in
+            guard s.phase != .stopping, s.phase != .stopped else {
+                return .failure(MQTTError(.shutDown, "publish to \(topic): the client is shut down"))
+            }
+            if !s.connected || !s.outbox.isEmpty {
+                // libmosquitto refuses to publish without a connection: keep QoS 1 here.
+                guard qos == .atLeastOnce else { return .failure(MQTTError(.notConnected, "publish to \(topic): not connected")) }
+                guard s.outbox.count < ClientCore.outboxLimit else {
+                    return .failure(MQTTError(.notConnected, "publish to \(topic): not connected and \(ClientCore.outboxLimit) messages already wait"))
+                }
+                s.outbox.append(Outgoing(topic: topic, payload: payload, qos: qos, retain: retain))
+                return .success(())
+            }
+            let rc = send(Outgoing(topic: topic, payload: payload, qos: qos, retain: retain))
+            if rc != MOSQ_ERR_SUCCESS.rawValue {
+                return .failure(MQTTError(.library(code: rc), "publish to \(topic): \(LibMosquitto.errorString(rc))"))
+            }
+            return .success(())
         }
-        try MQTTError.check(rc, "publish to \(topic)")
+        try result.get()
+    }
+
+    /// Hands one message to libmosquitto.
+    func send(_ message: Outgoing) -> Int32 {
+        message.payload.withUnsafeBytes { buf in
+            mosquitto_publish_v5(mosq, nil, message.topic, Int32(buf.count), buf.baseAddress, message.qos.rawValue, message.retain, nil)
+        }
+    }
+
+    /// Sends what waited in the outbox; call with the state lock held, once connected.
+    func flushOutbox(_ s: inout State) {
+        var sent = 0
+        for message in s.outbox {
+            guard send(message) == MOSQ_ERR_SUCCESS.rawValue else { break }
+            sent += 1
+        }
+        s.outbox.removeFirst(sent)
     }
 
     func publish(_ topic: String, payload: [UInt8], qos: MQTTQoS, retain: Bool) async throws {

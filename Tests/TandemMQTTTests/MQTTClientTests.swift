@@ -157,6 +157,35 @@ import TestSupport
         }
     }
 
+    @Test func aMessageEnqueuedWhileDisconnectedIsSentAfterTheReconnect() async throws {
+        try await withBroker(.open) { broker in
+            let sender = try MQTTClient(configuration: MQTTConfiguration(
+                host: broker.host, port: broker.port, clientId: "sender-\(UInt32.random(in: 0...UInt32.max))",
+                session: .persistent(expirySeconds: 3600), reconnectDelay: 0.2, reconnectDelayMax: 0.2))
+            try await sender.connect()
+            var events = sender.events.makeAsyncIterator()
+            _ = await events.next()  // connected
+
+            await broker.stopGracefully()
+            while let event = await events.next() {
+                if case .disconnected = event { break }
+            }
+            // While the broker is down: libmosquitto keeps QoS 1 messages for later.
+            try sender.enqueue("later/1", payload: Array("kept".utf8), qos: .atLeastOnce, retain: true)
+            try await broker.restart()
+            while let event = await events.next() {
+                if case .connected = event { break }
+            }
+            let reader = try client(broker)
+            try await reader.connect()
+            let subscription = try await reader.subscribe("later/#")
+            let message = try #require(try await first(of: subscription, seconds: 10))
+            #expect(message.payloadString == "kept")
+            await reader.disconnect()
+            await sender.disconnect()
+        }
+    }
+
     @Test func unsubscribesWhenTheConsumerStops() async throws {
         try await withBroker(.open) { broker in
             let c = try client(broker)
