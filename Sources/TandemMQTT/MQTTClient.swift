@@ -13,7 +13,7 @@ import Synchronization
 /// - Publishing QoS 1 with ``publish(_:payload:qos:retain:)`` returns when the broker's
 ///   PUBACK arrives and throws on a negative reason code, on disconnect and on
 ///   cancellation. ``enqueue(_:payload:qos:retain:)`` hands the message to libmosquitto
-///   and returns, which keeps QoS 1 messages across reconnects and retries them.
+///   and returns; QoS 1 messages survive an outage in an outbox and leave first on reconnect.
 /// - ``subscribe(_:qos:)`` gives an `AsyncSequence` of messages; with a clean-start
 ///   session it unsubscribes when the consumer stops. A persistent session keeps its
 ///   subscriptions at the broker (only the local stream ends), so messages published
