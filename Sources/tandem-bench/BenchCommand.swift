@@ -68,7 +68,10 @@ struct BenchCommand: AsyncParsableCommand {
             let options = ScenarioOptions(
                 broker: broker, clients: clients, rooms: rooms,
                 stickers: stickers ?? (name == .contended ? 4 : 10),
-                messageBytes: name == .dm ? max(messageBytes, 64) : messageBytes, nonce: nonce)
+                messageBytes: name == .dm ? max(messageBytes, 64) : messageBytes,
+                // Ids and workout ids are new in every invocation and scenario (the
+                // coordinator remembers ids for 48 h and runs a workout id once).
+                nonce: "\(nonce)\(name.rawValue.prefix(2))")
             let s: any Scenario = switch name {
             case .relay: RelayScenario(options: options)
             case .rooms: RoomsScenario(name: "rooms", options: options, layout: .owned)
