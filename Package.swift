@@ -8,6 +8,7 @@ let package = Package(
         .executable(name: "tandem-coordinator", targets: ["tandem-coordinator"]),
         .executable(name: "tandem-agent", targets: ["tandem-agent"]),
         .executable(name: "tandem-bench", targets: ["tandem-bench"]),
+        .executable(name: "tandem-corebench", targets: ["tandem-corebench"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
@@ -91,7 +92,17 @@ let package = Package(
                 "TandemCore", "TandemMQTT",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
-            ]
+            ],
+            linkerSettings: [.linkedLibrary("m")]
+        ),
+        // In-process benchmarks of the pure core and the Engine (no broker, no store).
+        .executableTarget(
+            name: "tandem-corebench",
+            dependencies: [
+                "TandemCore", "TandemCoordinator", "TandemStore",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            linkerSettings: [.linkedLibrary("m")]
         ),
 
         // Test helpers: a real mosquitto on a free loopback port, child processes.

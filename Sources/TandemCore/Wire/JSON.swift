@@ -342,11 +342,11 @@ extension JSON {
         switch self {
         case .null: out.append(contentsOf: "null".utf8)
         case .bool(let b): out.append(contentsOf: (b ? "true" : "false").utf8)
-        case .int(let i): out.append(contentsOf: String(i).utf8)
+        case .int(let i): JSON.writeInteger(i, into: &out)
         case .double(let d):
             if d.isFinite {
                 if d.rounded() == d, abs(d) < 1e15 {
-                    out.append(contentsOf: String(Int64(d)).utf8)
+                    JSON.writeInteger(Int64(d), into: &out)
                 } else {
                     out.append(contentsOf: d.description.utf8)
                 }
@@ -373,22 +373,58 @@ extension JSON {
         }
     }
 
+    /// Decimal digits straight into `out` (no intermediate `String`: snapshots write
+    /// thousands of numbers).
+    static func writeInteger(_ value: Int64, into out: inout [UInt8]) {
+        if value >= 0, value < 10 {
+            out.append(UInt8(truncatingIfNeeded: value) &+ 48)
+            return
+        }
+        var magnitude = value.magnitude
+        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0) // 24 bytes: Int64 has at most 20 digits
+        withUnsafeMutableBytes(of: &digits) { buffer in
+            var i = buffer.count
+            repeat {
+                i -= 1
+                buffer[i] = UInt8(truncatingIfNeeded: magnitude % 10) &+ 48
+                magnitude /= 10
+            } while magnitude > 0
+            if value < 0 {
+                i -= 1
+                buffer[i] = UInt8(ascii: "-")
+            }
+            out.append(contentsOf: UnsafeRawBufferPointer(rebasing: buffer[i...]))
+        }
+    }
+
+    static func needsEscaping(_ b: UInt8) -> Bool { b < 0x20 || b == 0x22 || b == 0x5C }
+
     static func writeString(_ s: String, into out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
-        for b in s.utf8 {
-            switch b {
-            case 0x22: out.append(contentsOf: [0x5C, 0x22])
-            case 0x5C: out.append(contentsOf: [0x5C, 0x5C])
-            case 0x0A: out.append(contentsOf: [0x5C, UInt8(ascii: "n")])
-            case 0x0D: out.append(contentsOf: [0x5C, UInt8(ascii: "r")])
-            case 0x09: out.append(contentsOf: [0x5C, UInt8(ascii: "t")])
-            case 0..<0x20:
-                let hex: [UInt8] = Array("0123456789abcdef".utf8)
-                out.append(contentsOf: [0x5C, UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"), hex[Int(b >> 4)], hex[Int(b & 0xF)]])
-            default: out.append(b)
-            }
+        // Fast path: most strings (ids, topics, images) need no escaping: one copy.
+        let copied = s.utf8.withContiguousStorageIfAvailable { bytes -> Bool in
+            guard !bytes.contains(where: needsEscaping) else { return false }
+            out.append(contentsOf: bytes)
+            return true
+        }
+        if copied != true {
+            for b in s.utf8 { writeEscaped(b, into: &out) }
         }
         out.append(UInt8(ascii: "\""))
+    }
+
+    static func writeEscaped(_ b: UInt8, into out: inout [UInt8]) {
+        switch b {
+        case 0x22: out.append(0x5C); out.append(0x22)
+        case 0x5C: out.append(0x5C); out.append(0x5C)
+        case 0x0A: out.append(0x5C); out.append(UInt8(ascii: "n"))
+        case 0x0D: out.append(0x5C); out.append(UInt8(ascii: "r"))
+        case 0x09: out.append(0x5C); out.append(UInt8(ascii: "t"))
+        case 0..<0x20:
+            let hex = Array("0123456789abcdef".utf8)
+            out.append(contentsOf: [0x5C, UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"), hex[Int(b >> 4)], hex[Int(b & 0xF)]])
+        default: out.append(b)
+        }
     }
 }
 
