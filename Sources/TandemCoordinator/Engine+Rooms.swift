@@ -73,12 +73,12 @@ extension Engine {
             guard let room = rooms[roomId], let list = changed[roomId], !list.isEmpty else { continue }
             step.batch.entities.append(EntityRow(
                 kind: EntityKind.room, key: roomId, version: room.version,
-                body: room.persisted().serialized(), updatedAt: room.updatedAt))
+                body: room.persistedBytes(), updatedAt: room.updatedAt))
             if let roomChanges = RoomChanges(roomId: roomId, epoch: epoch, changes: list) {
                 step.publications.append(Publication(topic: topics.roomChanges(room: roomId), payload: roomChanges.json().serialized()))
             }
             step.publications.append(Publication(
-                topic: topics.roomState(room: roomId), payload: room.snapshot(epoch: epoch).json().serialized(), retain: true))
+                topic: topics.roomState(room: roomId), payload: room.snapshotBytes(epoch: epoch), retain: true))
         }
     }
 }

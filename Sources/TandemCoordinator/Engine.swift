@@ -270,7 +270,7 @@ public struct Engine {
     public func allSnapshots() -> [Publication] {
         var out: [Publication] = []
         for room in rooms.values where room.exists {
-            out.append(Publication(topic: topics.roomState(room: room.roomId), payload: room.snapshot(epoch: epoch).json().serialized(), retain: true))
+            out.append(Publication(topic: topics.roomState(room: room.roomId), payload: room.snapshotBytes(epoch: epoch), retain: true))
         }
         for conversation in conversations.values where conversation.exists {
             out += conversationSnapshots(conversation)

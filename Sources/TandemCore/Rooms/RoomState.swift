@@ -75,6 +75,12 @@ public struct RoomState: Sendable {
     }
 
     /// The live stickers in creation order, each with its lease deadline if locked.
+    /// Visits the live stickers in creation order with their lease deadlines, without
+    /// building an array (the encoders' hot path).
+    func forEachLive(_ body: (Sticker, Millis?) -> Void) {
+        for slot in slots where slot.isLive { body(slot.sticker, slot.lease) }
+    }
+
     var stickersWithLeases: [(sticker: Sticker, lease: Millis?)] {
         slots.compactMap { $0.isLive ? ($0.sticker, $0.lease) : nil }
     }

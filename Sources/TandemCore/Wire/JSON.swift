@@ -343,16 +343,7 @@ extension JSON {
         case .null: out.append(contentsOf: "null".utf8)
         case .bool(let b): out.append(contentsOf: (b ? "true" : "false").utf8)
         case .int(let i): JSON.writeInteger(i, into: &out)
-        case .double(let d):
-            if d.isFinite {
-                if d.rounded() == d, abs(d) < 1e15 {
-                    JSON.writeInteger(Int64(d), into: &out)
-                } else {
-                    out.append(contentsOf: d.description.utf8)
-                }
-            } else {
-                out.append(contentsOf: "null".utf8)
-            }
+        case .double(let d): JSON.writeDouble(d, into: &out)
         case .string(let s): JSON.writeString(s, into: &out)
         case .array(let elements):
             out.append(UInt8(ascii: "["))
@@ -373,9 +364,23 @@ extension JSON {
         }
     }
 
+    /// A finite number as an integer when it is one (`100`, not `100.0`), else Swift's
+    /// shortest round-trip form; a non-finite one as `null` (never produced on purpose).
+    public static func writeDouble(_ d: Double, into out: inout [UInt8]) {
+        if d.isFinite {
+            if d.rounded() == d, abs(d) < 1e15 {
+                writeInteger(Int64(d), into: &out)
+            } else {
+                out.append(contentsOf: d.description.utf8)
+            }
+        } else {
+            out.append(contentsOf: "null".utf8)
+        }
+    }
+
     /// Decimal digits straight into `out` (no intermediate `String`: snapshots write
     /// thousands of numbers).
-    static func writeInteger(_ value: Int64, into out: inout [UInt8]) {
+    public static func writeInteger(_ value: Int64, into out: inout [UInt8]) {
         if value >= 0, value < 10 {
             out.append(UInt8(truncatingIfNeeded: value) &+ 48)
             return
@@ -399,7 +404,7 @@ extension JSON {
 
     static func needsEscaping(_ b: UInt8) -> Bool { b < 0x20 || b == 0x22 || b == 0x5C }
 
-    static func writeString(_ s: String, into out: inout [UInt8]) {
+    public static func writeString(_ s: String, into out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
         // Fast path: most strings (ids, topics, images) need no escaping: one copy.
         let copied = s.utf8.withContiguousStorageIfAvailable { bytes -> Bool in

@@ -1,0 +1,99 @@
+/// The room's two serialisations on the hot path (every changed room, every batch):
+/// the retained snapshot and the persisted body, written straight into bytes. They are
+/// byte for byte what `snapshot(epoch:).json()` and `persisted()` give (tests pin it),
+/// without building a `JSON` tree and a `[Sticker]` copy first.
+extension RoomState {
+    public func snapshotBytes(epoch: String) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(96 + stickerCount * 192)
+        out.append(contentsOf: #"{"roomId":"#.utf8)
+        JSON.writeString(roomId, into: &out)
+        out.append(contentsOf: #","epoch":"#.utf8)
+        JSON.writeString(epoch, into: &out)
+        out.append(contentsOf: #","version":"#.utf8)
+        JSON.writeInteger(version, into: &out)
+        out.append(contentsOf: #","updatedAt":"#.utf8)
+        JSON.writeInteger(updatedAt, into: &out)
+        out.append(contentsOf: #","stickers":["#.utf8)
+        var first = true
+        forEachLive { sticker, _ in
+            if !first { out.append(UInt8(ascii: ",")) }
+            first = false
+            sticker.write(into: &out)
+        }
+        out.append(contentsOf: "]}".utf8)
+        return out
+    }
+
+    public func persistedBytes() -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(128 + stickerCount * 200 + tombstones.count * 16)
+        out.append(contentsOf: #"{"format":"#.utf8)
+        JSON.writeInteger(Self.persistenceFormat, into: &out)
+        out.append(contentsOf: #","roomId":"#.utf8)
+        JSON.writeString(roomId, into: &out)
+        out.append(contentsOf: #","version":"#.utf8)
+        JSON.writeInteger(version, into: &out)
+        out.append(contentsOf: #","updatedAt":"#.utf8)
+        JSON.writeInteger(updatedAt, into: &out)
+        out.append(contentsOf: #","stickers":["#.utf8)
+        var first = true
+        forEachLive { sticker, _ in
+            if !first { out.append(UInt8(ascii: ",")) }
+            first = false
+            sticker.write(into: &out)
+        }
+        out.append(contentsOf: #"],"tombstones":["#.utf8)
+        first = true
+        for id in tombstones.sorted(by: { $0.utf8.lexicographicallyPrecedes($1.utf8) }) {
+            if !first { out.append(UInt8(ascii: ",")) }
+            first = false
+            JSON.writeString(id, into: &out)
+        }
+        out.append(contentsOf: #"],"leases":["#.utf8)
+        first = true
+        forEachLive { sticker, lease in
+            guard let lease else { return }
+            if !first { out.append(UInt8(ascii: ",")) }
+            first = false
+            out.append(contentsOf: #"{"stickerId":"#.utf8)
+            JSON.writeString(sticker.id, into: &out)
+            out.append(contentsOf: #","deadline":"#.utf8)
+            JSON.writeInteger(lease, into: &out)
+            out.append(UInt8(ascii: "}"))
+        }
+        out.append(contentsOf: "]}".utf8)
+        return out
+    }
+}
+
+extension Sticker {
+    /// The sticker as `json()` writes it, straight into `out`.
+    public func write(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"id":"#.utf8)
+        JSON.writeString(id, into: &out)
+        out.append(contentsOf: #","image":"#.utf8)
+        JSON.writeString(image, into: &out)
+        out.append(contentsOf: #","frame":{"x":"#.utf8)
+        JSON.writeDouble(frame.x, into: &out)
+        out.append(contentsOf: #","y":"#.utf8)
+        JSON.writeDouble(frame.y, into: &out)
+        out.append(contentsOf: #","width":"#.utf8)
+        JSON.writeDouble(frame.width, into: &out)
+        out.append(contentsOf: #","height":"#.utf8)
+        JSON.writeDouble(frame.height, into: &out)
+        out.append(contentsOf: #"},"owner":"#.utf8)
+        if let owner {
+            JSON.writeString(owner, into: &out)
+        } else {
+            out.append(contentsOf: "null".utf8)
+        }
+        out.append(contentsOf: #","createdBy":"#.utf8)
+        JSON.writeString(createdBy, into: &out)
+        out.append(contentsOf: #","updatedBy":"#.utf8)
+        JSON.writeString(updatedBy, into: &out)
+        out.append(contentsOf: #","updatedAt":"#.utf8)
+        JSON.writeInteger(updatedAt, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+}
