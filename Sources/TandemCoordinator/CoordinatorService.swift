@@ -102,8 +102,8 @@ public final class CoordinatorService: Service {
         }
         await client.disconnect()
         await store.close()
-        logger.info("stopped cleanly")
         if let failure { throw failure }
+        logger.info("stopped cleanly")
     }
 
     private func pipeline(engine: inout Engine, client: MQTTClient, store: TandemStore, inbound: MQTTSubscription, startedAt: Millis) async throws {
