@@ -125,75 +125,89 @@ import Glibc
             let databaseDirectory = directory + "/db"
             try FileManager.default.createDirectory(atPath: databaseDirectory, withIntermediateDirectories: true)
             let path = databaseDirectory + "/tandem.sqlite"
-            let tmpfs = try await ChildProcess.run("mount", ["-t", "tmpfs", "-o", "size=1m", "tmpfs", databaseDirectory])
-            let mounted = tmpfs.exitCode == 0
-            defer { if mounted { _ = try? ChildProcess("umount", ["-l", databaseDirectory]) } }
+            // TANDEM_TEST_NO_MOUNT=1 takes the RLIMIT_FSIZE path even where mounting works.
+            var mounted = false
+            if ProcessInfo.processInfo.environment["TANDEM_TEST_NO_MOUNT"] == nil {
+                let mount = try await ChildProcess.run("mount", ["-t", "tmpfs", "-o", "size=1m", "tmpfs", databaseDirectory])
+                mounted = mount.exitCode == 0
+            }
+            func unmount() async {
+                if mounted { _ = try? await ChildProcess.run("umount", ["-l", databaseDirectory]) }
+            }
+            func scenario() async throws {
+                let flags = ["--host", broker.host, "--port", "\(broker.port)", "--database", path,
+                             "--username", "coordinator", "--password", "coordinator-demo", "--log-level", "info"]
+                let limited: ChildProcess
+                if mounted {
+                    limited = try await startCoordinator(Self.binary, flags, broker: broker)
+                } else {
+                    limited = try await startCoordinator(
+                        "bash", ["-c", "trap '' XFSZ; ulimit -f 1024; exec \"$0\" \"$@\"", Self.binary] + flags, broker: broker)
+                }
+                let alice = try await TestPeer.connect(broker: broker, user: "alice")
+                let bob = try await TestPeer.connect(broker: broker, user: "bob")
+                let t = nowMillis()
+                try await alice.dm(.obj(["commandId": "req", "type": "request", "peer": "bob", "timestamp": .int(t)]))
+                try await alice.receipt("req", timeout: .seconds(20))
+                try await bob.dm(.obj(["commandId": "acc", "type": "accept", "peer": "alice", "timestamp": .int(t + 1)]))
+                try await bob.receipt("acc", timeout: .seconds(20))
+                // Some messages are accepted (and so on disk) before the disk fills.
+                let text = String(repeating: "x", count: 3_000)
+                var sent: [String] = []
+                for i in 0..<5 {
+                    sent.append("before\(i)")
+                    try await alice.dm(.obj(["commandId": .string("before\(i)"), "type": "message", "peer": "bob", "timestamp": .int(nowMillis()), "text": .string(text)]))
+                    #expect(try await alice.receipt("before\(i)", timeout: .seconds(20))["status"] == "accepted")
+                }
+                if mounted {
+                    // Fill what is left; dd stops at ENOSPC.
+                    _ = try await ChildProcess.run("dd", ["if=/dev/zero", "of=\(databaseDirectory)/filler", "bs=16k"])
+                }
 
-            let flags = ["--host", broker.host, "--port", "\(broker.port)", "--database", path,
-                         "--username", "coordinator", "--password", "coordinator-demo", "--log-level", "info"]
-            let limited: ChildProcess
-            if mounted {
-                limited = try await startCoordinator(Self.binary, flags, broker: broker)
-            } else {
-                limited = try await startCoordinator(
-                    "bash", ["-c", "trap '' XFSZ; ulimit -f 1024; exec \"$0\" \"$@\"", Self.binary] + flags, broker: broker)
-            }
-            let alice = try await TestPeer.connect(broker: broker, user: "alice")
-            let bob = try await TestPeer.connect(broker: broker, user: "bob")
-            let t = nowMillis()
-            try await alice.dm(.obj(["commandId": "req", "type": "request", "peer": "bob", "timestamp": .int(t)]))
-            try await alice.receipt("req", timeout: .seconds(20))
-            try await bob.dm(.obj(["commandId": "acc", "type": "accept", "peer": "alice", "timestamp": .int(t + 1)]))
-            try await bob.receipt("acc", timeout: .seconds(20))
-            // Some messages are accepted (and so on disk) before the disk fills.
-            let text = String(repeating: "x", count: 3_000)
-            var sent: [String] = []
-            for i in 0..<5 {
-                sent.append("before\(i)")
-                try await alice.dm(.obj(["commandId": .string("before\(i)"), "type": "message", "peer": "bob", "timestamp": .int(nowMillis()), "text": .string(text)]))
-                #expect(try await alice.receipt("before\(i)", timeout: .seconds(20))["status"] == "accepted")
-            }
-            if mounted {
-                // Fill what is left; dd stops at ENOSPC.
-                _ = try await ChildProcess.run("dd", ["if=/dev/zero", "of=\(databaseDirectory)/filler", "bs=16k"])
-            }
+                for i in 0..<800 where limited.isRunning {
+                    let id = "m\(i)"
+                    sent.append(id)
+                    try await alice.dm(.obj(["commandId": .string(id), "type": "message", "peer": "bob", "timestamp": .int(nowMillis()), "text": .string(text)]))
+                    _ = try? await alice.receipt(id, timeout: .seconds(3))
+                }
+                let termination = await limited.waitForTermination(timeout: .seconds(20))
+                let stderr = limited.standardError
+                print("StorageFaultTests: disk full (\(mounted ? "1 MiB tmpfs" : "RLIMIT_FSIZE 1 MiB")) after \(sent.count) messages: \(termination.map(\.description) ?? "still running"); \(stderr.split(separator: "\n").suffix(2).joined(separator: " | "))")
+                #expect(termination == .exited(1), "\(stderr.suffix(2000))")
+                #expect(stderr.contains("full") || stderr.contains("I/O error"), "\(stderr.suffix(2000))")
 
-            for i in 0..<800 where limited.isRunning {
-                let id = "m\(i)"
-                sent.append(id)
-                try await alice.dm(.obj(["commandId": .string(id), "type": "message", "peer": "bob", "timestamp": .int(nowMillis()), "text": .string(text)]))
-                _ = try? await alice.receipt(id, timeout: .seconds(3))
-            }
-            let termination = await limited.waitForTermination(timeout: .seconds(20))
-            let stderr = limited.standardError
-            print("StorageFaultTests: disk full (\(mounted ? "1 MiB tmpfs" : "RLIMIT_FSIZE 1 MiB")) after \(sent.count) messages: \(termination.map(\.description) ?? "still running"); \(stderr.split(separator: "\n").suffix(2).joined(separator: " | "))")
-            #expect(termination == .exited(1), "\(stderr.suffix(2000))")
-            #expect(stderr.contains("full") || stderr.contains("I/O error"), "\(stderr.suffix(2000))")
+                // Everything alice was told "accepted" is in the database; the failed batch is not.
+                let accepted = Set(sent.filter { alice.receipts(id: $0).contains { $0["status"] == "accepted" } })
+                let unanswered = sent.filter { alice.receipts(id: $0).isEmpty }
+                #expect(!unanswered.isEmpty)
+                #expect(accepted.count >= 5)
+                if mounted { try FileManager.default.removeItem(atPath: databaseDirectory + "/filler") }
+                let logged = try await readEventLog(path)
+                let loggedIds = Set(logged.map(\.id))
+                #expect(accepted.isSubset(of: loggedIds), "accepted but not stored: \(accepted.subtracting(loggedIds).sorted())")
+                #expect(Set(unanswered).isDisjoint(with: loggedIds), "stored without a receipt: \(Set(unanswered).intersection(loggedIds).sorted())")
 
-            // Everything alice was told "accepted" is in the database; the failed batch is not.
-            let accepted = Set(sent.filter { alice.receipts(id: $0).contains { $0["status"] == "accepted" } })
-            let unanswered = sent.filter { alice.receipts(id: $0).isEmpty }
-            #expect(!unanswered.isEmpty)
-            #expect(accepted.count >= 5)
-            if mounted { try FileManager.default.removeItem(atPath: databaseDirectory + "/filler") }
-            let logged = try await readEventLog(path)
-            let loggedIds = Set(logged.map(\.id))
-            #expect(accepted.isSubset(of: loggedIds), "accepted but not stored: \(accepted.subtracting(loggedIds).sorted())")
-            #expect(Set(unanswered).isDisjoint(with: loggedIds), "stored without a receipt: \(Set(unanswered).intersection(loggedIds).sorted())")
-
-            // With room again, a restart resumes; the resent messages are applied once.
-            let check = try await Self.run(broker, database: path, ["--check"])
-            #expect(check.standardOutput.contains("integrity: ok"), "\(check.standardOutput)\(check.standardError)")
-            let again = try await startCoordinator(Self.binary, flags, broker: broker)
-            for id in unanswered {
-                try await alice.dm(.obj(["commandId": .string(id), "type": "message", "peer": "bob", "timestamp": .int(nowMillis()), "text": .string(text)]))
-                #expect(try await alice.receipt(id, timeout: .seconds(20))["status"] == "accepted")
+                // With room again, a restart resumes; the resent messages are applied once.
+                let check = try await Self.run(broker, database: path, ["--check"])
+                #expect(check.standardOutput.contains("integrity: ok"), "\(check.standardOutput)\(check.standardError)")
+                let again = try await startCoordinator(Self.binary, flags, broker: broker)
+                for id in unanswered {
+                    try await alice.dm(.obj(["commandId": .string(id), "type": "message", "peer": "bob", "timestamp": .int(nowMillis()), "text": .string(text)]))
+                    #expect(try await alice.receipt(id, timeout: .seconds(20))["status"] == "accepted")
+                }
+                await alice.close()
+                await bob.close()
+                again.signal(SIGTERM)
+                #expect(await again.waitForExit(timeout: .seconds(15)) == 0)
+                print("StorageFaultTests: \(accepted.count) accepted before the disk filled, \(unanswered.count) unanswered and resent after")
             }
-            await alice.close()
-            await bob.close()
-            again.signal(SIGTERM)
-            #expect(await again.waitForExit(timeout: .seconds(15)) == 0)
-            print("StorageFaultTests: \(accepted.count) accepted before the disk filled, \(unanswered.count) unanswered and resent after")
+            do {
+                try await scenario()
+            } catch {
+                await unmount()
+                throw error
+            }
+            await unmount()
         }
     }
 
