@@ -138,6 +138,13 @@ public final class CoordinatorService: Service {
                     case .message(let message):
                         if case .request(let user) = topics.parseInbound(message.topic) {
                             engine.metrics.messagesIn += 1
+                            // A query reads the store on this task: it costs a token like an
+                            // event, or a flood of them would hold up everyone's events.
+                            guard engine.takeToken(for: user, now: now) else {
+                                engine.metrics.rejected += 1
+                                refuse(request: message.payload, from: user, client: client)
+                                continue
+                            }
                             await answer(request: message.payload, from: user, store: store, client: client)
                             continue
                         }
