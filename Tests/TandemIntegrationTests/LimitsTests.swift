@@ -103,4 +103,48 @@ import TestSupport
             #expect(latencies.max()! < .seconds(8))
         }
     }
+
+    /// Queries (DM history) are answered from the store on the pipeline's task: they cost
+    /// a token like events, so a client flooding them is refused and does not hold up
+    /// another client's events.
+    @Test(.timeLimit(.minutes(2)))
+    func aFloodOfQueriesDoesNotStarveEvents() async throws {
+        try await withRoomFixture(["--rate-limit", "50", "--rate-limit-burst", "50"]) { f in
+            // Some history to read.
+            let t = nowMillis()
+            try await f.alice.dm(.obj(["commandId": "q-req", "type": "request", "peer": "bob", "timestamp": .int(t), "text": "hi"]))
+            try await f.alice.receipt("q-req")
+            let topic = f.topics.requests(user: "alice")
+            let flood = Task {
+                var sent = 0
+                let end = ContinuousClock.now + .seconds(4)
+                while ContinuousClock.now < end {
+                    for _ in 0..<20 {
+                        try? f.alice.client.enqueue(topic, payload: JSON.obj([
+                            "requestId": .string("q\(sent)"), "type": "dmHistory", "peer": "bob", "limit": 200,
+                        ]).serialized())
+                        sent += 1
+                    }
+                    try await Task.sleep(for: .milliseconds(5))
+                }
+                return sent
+            }
+            try await Task.sleep(for: .milliseconds(300))
+            var latencies: [Duration] = []
+            for i in 0..<15 {
+                let started = ContinuousClock.now
+                try await f.bob.edit(room: "q", .edit("b\(i)", "create", sticker: "b\(i)", image: "b.png", frame: (Double(i), 0, 1, 1)))
+                #expect(try await f.bob.receipt("b\(i)", timeout: .seconds(10))["status"] == "accepted")
+                latencies.append(ContinuousClock.now - started)
+                try await Task.sleep(for: .milliseconds(150))
+            }
+            let sent = try await flood.value
+            let responses = f.alice.all(on: f.topics.responses(user: "alice"))
+            let limited = responses.count(where: { $0["error"]?["code"] == "rate_limited" })
+            print("LimitsTests: alice flooded \(sent) queries (\(responses.count) responses so far, \(limited) rate_limited); bob's 15 receipts took at most \(latencies.max()!)")
+            #expect(latencies.max()! < .seconds(8))
+            #expect(limited > sent / 2)
+            #expect(responses.allSatisfy { $0["error"] == nil || $0["error"]?["code"] == "rate_limited" })
+        }
+    }
 }
