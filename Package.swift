@@ -120,7 +120,9 @@ let package = Package(
             name: "TandemIntegrationTests",
             // The binaries are dependencies so that `swift test` builds them: the tests
             // run them the way a person does.
-            dependencies: ["TandemCore", "TandemMQTT", "TestSupport", "tandem-coordinator", "tandem-agent"]
+            dependencies: [
+                "TandemCore", "TandemMQTT", "TandemStore", "TestSupport", "tandem-coordinator", "tandem-agent",
+            ]
         ),
     ],
     swiftLanguageModes: [.v6]

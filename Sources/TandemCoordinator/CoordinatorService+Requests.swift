@@ -23,6 +23,14 @@ extension CoordinatorService {
         client.enqueueLogged(topics.responses(user: user), payload: response.serialized(), retain: false, logger: logger)
     }
 
+    /// Answers a query over the sender's rate limit without reading the store.
+    func refuse(request payload: [UInt8], from user: String, client: MQTTClient) {
+        let json = try? JSON.parse(payload)
+        let id = json?["requestId"]?.stringValue.flatMap { Identifier.isValid($0) ? $0 : nil } ?? ""
+        let response = ClientRequest.errorResponse(requestId: id, kind: json?["type"]?.stringValue, Engine.rateLimited)
+        client.enqueueLogged(topics.responses(user: user), payload: response.serialized(), retain: false, logger: logger)
+    }
+
     private func respond(to request: ClientRequest, from user: String, store: TandemStore) async throws -> JSON {
         switch request.kind {
         case .dmHistory:

@@ -102,8 +102,8 @@ public final class CoordinatorService: Service {
         }
         await client.disconnect()
         await store.close()
-        logger.info("stopped cleanly")
         if let failure { throw failure }
+        logger.info("stopped cleanly")
     }
 
     private func pipeline(engine: inout Engine, client: MQTTClient, store: TandemStore, inbound: MQTTSubscription, startedAt: Millis) async throws {
@@ -138,6 +138,13 @@ public final class CoordinatorService: Service {
                     case .message(let message):
                         if case .request(let user) = topics.parseInbound(message.topic) {
                             engine.metrics.messagesIn += 1
+                            // A query reads the store on this task: it costs a token like an
+                            // event, or a flood of them would hold up everyone's events.
+                            guard engine.takeToken(for: user, now: now) else {
+                                engine.metrics.rejected += 1
+                                refuse(request: message.payload, from: user, client: client)
+                                continue
+                            }
                             await answer(request: message.payload, from: user, store: store, client: client)
                             continue
                         }
@@ -211,16 +218,49 @@ public final class CoordinatorService: Service {
         JSON.obj(["online": true, "startedAt": .int(startedAt), "version": .string(TandemVersion.current)]).serialized()
     }
 
+    /// What `--check` and `--backup` print: the integrity check and the summary.
+    public struct CheckReport: Sendable {
+        /// "ok", or SQLite's list of problems.
+        public var integrity: String
+        public var summary: String
+        public var isSound: Bool { integrity == "ok" }
+        public var text: String { "integrity: \(integrity)\n\(summary)" }
+    }
+
     /// `--check`: the database's integrity and what it holds.
-    public static func checkDatabase(at path: String) async throws -> String {
+    public static func checkDatabase(at path: String) async throws -> CheckReport {
         guard FileManager.default.fileExists(atPath: path) else {
             throw CheckError(message: "no database at \(path)")
         }
         let store = try TandemStore.open(path: path)
-        let integrity = try await store.integrityCheck()
-        let summary = try await store.summary()
-        await store.close()
-        return "integrity: \(integrity)\n\(summary)"
+        do {
+            let integrity = try await store.integrityCheck()
+            let summary = try await store.summary()
+            await store.close()
+            return CheckReport(integrity: integrity, summary: "\(summary)")
+        } catch {
+            await store.close()
+            throw error
+        }
+    }
+
+    /// `--backup`: a consistent copy of the database at `path` written to `destination`
+    /// (which must not exist) with `VACUUM INTO` over a connection of its own. SQLite's WAL
+    /// lets this reader run beside a coordinator that keeps committing: the copy is the
+    /// database as of one commit. Returns the check of the copy.
+    public static func backupDatabase(at path: String, to destination: String) async throws -> CheckReport {
+        guard FileManager.default.fileExists(atPath: path) else {
+            throw CheckError(message: "no database at \(path)")
+        }
+        let store = try TandemStore.open(path: path)
+        do {
+            try await store.backup(to: destination)
+            await store.close()
+        } catch {
+            await store.close()
+            throw error
+        }
+        return try await checkDatabase(at: destination)
     }
 
     struct CheckError: Error, CustomStringConvertible {

@@ -62,8 +62,13 @@ struct TandemCoordinatorCommand: AsyncParsableCommand {
     @Option(help: "Conversations a user may be part of [TANDEM_MAX_CONVERSATIONS_PER_USER] (default 1000)")
     var maxConversationsPerUser: Int?
 
-    @Flag(help: "Check the database's integrity, print a summary of what it holds, and exit.")
+    @Flag(help: "Check the database's integrity, print a summary of what it holds, and exit (1 when the check finds a problem).")
     var check = false
+
+    @Option(help: ArgumentHelp(
+        "Write a consistent copy of the database to this new file and exit; safe while a coordinator runs on it.",
+        valueName: "path"))
+    var backup: String?
 
     func validate() throws {
         _ = try resolve(environment: ProcessInfo.processInfo.environment)
@@ -78,9 +83,22 @@ struct TandemCoordinatorCommand: AsyncParsableCommand {
             return handler
         }
         let logger = Logger(label: "tandem.coordinator")
-        if check {
+        if check || backup != nil {
             do {
-                print(try await CoordinatorService.checkDatabase(at: settings.configuration.databasePath))
+                let report: CoordinatorService.CheckReport
+                if let backup {
+                    report = try await CoordinatorService.backupDatabase(at: settings.configuration.databasePath, to: backup)
+                    print("backup written to \(backup)")
+                } else {
+                    report = try await CoordinatorService.checkDatabase(at: settings.configuration.databasePath)
+                }
+                print(report.text)
+                guard report.isSound else {
+                    FileHandle.standardError.write(Data("tandem-coordinator: the integrity check found problems (see above)\n".utf8))
+                    throw ExitCode(1)
+                }
+            } catch let exit as ExitCode {
+                throw exit
             } catch {
                 FileHandle.standardError.write(Data("tandem-coordinator: \(error)\n".utf8))
                 throw ExitCode(1)

@@ -26,9 +26,11 @@ public final class CoordinatorProcess: Sendable {
 
     /// Starts the coordinator and waits until it says online on `coordinator/status`.
     /// `arguments` are added to the connection flags (e.g. `--lock-lease-seconds 1`).
-    public static func start(broker: MosquittoBroker, arguments: [String] = [], databaseDirectory: String? = nil) async throws -> CoordinatorProcess {
+    /// `databasePath` puts the database somewhere else than beside the logs (a small or
+    /// read-only file system in the storage fault tests).
+    public static func start(broker: MosquittoBroker, arguments: [String] = [], databaseDirectory: String? = nil, databasePath: String? = nil) async throws -> CoordinatorProcess {
         let directory = try databaseDirectory ?? makeTemporaryDirectory(prefix: "coordinator-")
-        let process = CoordinatorProcess(broker: broker, databasePath: directory + "/tandem.sqlite", arguments: arguments, logPath: directory + "/coordinator.log")
+        let process = CoordinatorProcess(broker: broker, databasePath: databasePath ?? directory + "/tandem.sqlite", arguments: arguments, logPath: directory + "/coordinator.log")
         try await process.start()
         return process
     }

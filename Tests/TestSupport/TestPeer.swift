@@ -82,6 +82,15 @@ public final class TestPeer: Sendable {
 
     public func latest(on topic: String) -> JSON? { all(on: topic).last }
 
+    /// How many messages this peer has heard so far (a cursor for ``heard(from:)``).
+    public var heardCount: Int { heard.get().count }
+
+    /// The messages heard from position `index` on, raw, in order: for tests that follow
+    /// a long stream incrementally instead of re-reading everything.
+    public func heard(from index: Int) -> [MQTTMessage] {
+        heard.update { all in index < all.count ? Array(all[index...]) : [] }
+    }
+
     public var receipts: [JSON] { all(on: topics.receipts(user: user)) }
 
     public func receipts(id: String) -> [JSON] { receipts.filter { $0["id"]?.stringValue == id } }

@@ -1,0 +1,53 @@
+// libFuzzer entry point over TandemCore's payload decoders (built by scripts/fuzz with
+// `swiftc -sanitize=fuzzer,address` together with the TandemCore sources, as one module,
+// so nothing here needs to be public).
+//
+// Every input goes through every decoder the coordinator runs on untrusted bytes, and
+// through the topic parser as a topic. Besides "never crash, never hang, never read out
+// of bounds" (what the sanitizer and libFuzzer catch), it checks two properties and
+// traps when one fails, so libFuzzer saves the input:
+//   - JSON written by `serialized()` parses back to the same value (numbers compared by
+//     value: `-1e3` is read as a double and written as `-1000`, which reads as an integer);
+//   - a decoded event, command or control re-encoded with `json()` decodes to itself.
+
+@_cdecl("LLVMFuzzerTestOneInput")
+public func tandemFuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
+    let bytes: [UInt8] = size == 0 || data == nil ? [] : Array(UnsafeBufferPointer(start: data, count: size))
+
+    if let json = try? JSON.parse(bytes) {
+        let written = json.serialized()
+        guard let again = try? JSON.parse(written) else {
+            fatalError("serialized JSON does not parse: \(String(decoding: written, as: UTF8.self))")
+        }
+        precondition(sameValue(again, json), "JSON round trip changed the value: \(json) -> \(again)")
+    }
+    if case .success(let event) = EditEvent.decode(bytes) {
+        let back = EditEvent.decode(event.json().serialized())
+        precondition(back == .success(event), "EditEvent round trip: \(event) -> \(back)")
+    }
+    _ = DMCommand.decode(bytes)
+    _ = WorkoutControl.decode(bytes)
+    _ = FlightData.decode(bytes)
+    _ = HealthData.decode(bytes)
+    _ = ClientRequest.decode(bytes)
+    _ = PresenceTracker.parse(bytes)
+
+    let topics = Topics()
+    let text = String(decoding: bytes, as: UTF8.self)
+    _ = topics.parseInbound(text)
+    _ = topics.parseInbound(topics.root + "/" + text)
+    return 0
+}
+
+/// JSON equality with numbers compared by value (an integer and a double that are equal
+/// are the same number on the wire).
+func sameValue(_ a: JSON, _ b: JSON) -> Bool {
+    switch (a, b) {
+    case (.int(let x), .int(let y)): return x == y
+    case (.int, .double), (.double, .int), (.double, .double): return a.doubleValue == b.doubleValue
+    case (.array(let x), .array(let y)): return x.count == y.count && zip(x, y).allSatisfy { sameValue($0, $1) }
+    case (.object(let x), .object(let y)):
+        return x.count == y.count && zip(x, y).allSatisfy { $0.key == $1.key && sameValue($0.value, $1.value) }
+    default: return a == b
+    }
+}
