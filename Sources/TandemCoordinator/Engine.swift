@@ -36,6 +36,16 @@ public struct Engine {
         var id: String
     }
 
+    /// When an id was first seen and, once applied, what its first copy got.
+    struct SeenEntry {
+        var at: Millis
+        var original: Receipt.Original?
+        /// Copies that arrived while the first still waited in the reorder buffer: they
+        /// are answered when it is applied, so that their receipts can say its outcome.
+        var waitingCopies = 0
+        var inBuffer = false
+    }
+
     struct LeaseDeadline: Comparable {
         var at: Millis
         var roomId: String
@@ -52,7 +62,7 @@ public struct Engine {
     /// The `seq` of the last stored message of each conversation.
     var messageSeq: [ConversationKey: Int64] = [:]
     var workouts: [WorkoutKey: WorkoutState] = [:]
-    var seen: [SeenKey: Millis] = [:]
+    var seen: [SeenKey: SeenEntry] = [:]
     var buckets: [String: TokenBucket] = [:]
     /// How many conversations each user is part of (for the per-user cap).
     var conversationCount: [String: Int] = [:]
@@ -99,7 +109,7 @@ public struct Engine {
             engine.workouts[WorkoutKey(user: workout.user, workoutId: workout.workoutId)] = workout
         }
         for id in try await store.loadSeenIds(since: now - configuration.seenIdRetentionMs) {
-            engine.seen[SeenKey(user: id.userId, id: id.id)] = id.seenAt
+            engine.seen[SeenKey(user: id.userId, id: id.id)] = SeenEntry(at: id.seenAt, original: id.original)
         }
         return engine
     }
@@ -148,14 +158,19 @@ public struct Engine {
     /// timestamp clamp, into the buffer.
     mutating func admit(_ item: Buffered, kind: Receipt.Kind, timestamp: Millis, currentVersion: Int64?, now: Millis) -> [Publication] {
         let key = SeenKey(user: item.user, id: item.id)
-        if seen[key] != nil {
-            return [receipt(.duplicate(id: item.id, kind: kind, version: currentVersion), to: item.user)]
+        if let entry = seen[key] {
+            if entry.inBuffer {
+                seen[key]!.waitingCopies += 1
+                return []
+            }
+            metrics.duplicates += 1
+            return [receipt(.duplicate(id: item.id, kind: kind, version: currentVersion, original: entry.original), to: item.user)]
         }
         if !takeToken(for: item.user, now: now) {
             metrics.rejected += 1
             return [receipt(.rejected(id: item.id, kind: kind, Self.rateLimited, version: currentVersion), to: item.user)]
         }
-        seen[key] = now
+        seen[key] = SeenEntry(at: now, inBuffer: true)
         var item = item
         let clamped = ReorderBuffer<Buffered>.clamp(timestamp: timestamp, now: now, maxSkew: configuration.maxSkewMs)
         if clamped != timestamp {
@@ -231,11 +246,23 @@ public struct Engine {
                 receipt = applyWorkoutControl(control, workoutId: workoutId, device: device, user: item.user, now: now, changes: &changes, batch: &step.batch)
             }
             metrics.count(receipt)
-            step.batch.seenIds.append(SeenId(userId: item.user, id: item.id, kind: receipt.kind, seenAt: seen[SeenKey(user: item.user, id: item.id)] ?? now))
+            let key = SeenKey(user: item.user, id: item.id)
+            let original = Receipt.Original(receipt)
+            var entry = seen[key] ?? SeenEntry(at: now)
+            entry.original = original
+            entry.inBuffer = false
+            let copies = entry.waitingCopies
+            entry.waitingCopies = 0
+            seen[key] = entry
+            step.batch.seenIds.append(SeenId(userId: item.user, id: item.id, kind: receipt.kind, seenAt: entry.at, original: original))
             step.batch.events.append(EventLogRow(
                 at: now, kind: receipt.kind, userId: item.user, target: target, id: item.id,
                 status: receipt.status, code: receipt.code, version: receipt.version, payload: item.payload))
             receipts.append(self.receipt(receipt, to: item.user))
+            for _ in 0..<copies {
+                metrics.duplicates += 1
+                receipts.append(self.receipt(.duplicate(id: item.id, kind: receipt.kind, version: receipt.version, original: original), to: item.user))
+            }
         }
         metrics.lastBatchSize = released.count
 
@@ -293,7 +320,7 @@ public struct Engine {
         guard now - lastSeenPrune >= 3_600_000 else { return }
         lastSeenPrune = now
         let cutoff = now - configuration.seenIdRetentionMs
-        seen = seen.filter { $0.value >= cutoff }
+        seen = seen.filter { $0.value.at >= cutoff }
         buckets = buckets.filter { !$0.value.isFull(now: now) }
     }
 }
@@ -317,19 +344,5 @@ extension Engine.Buffered {
             control.timestamp = timestamp
             command = .workout(workoutId: workoutId, device: device, control: control)
         }
-    }
-}
-
-extension Receipt {
-    /// The receipt as the contract writes it (`code` and `version` always present).
-    public var json: JSON {
-        .obj([
-            "id": .string(id),
-            "kind": .string(kind.rawValue),
-            "status": .string(status.rawValue),
-            "code": JSON(code?.rawValue),
-            "message": .string(message),
-            "version": JSON(version),
-        ])
     }
 }

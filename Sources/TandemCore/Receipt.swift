@@ -1,5 +1,5 @@
 /// The end-to-end acknowledgement of one inbound event or command (CONTRACT "Receipts").
-public struct Receipt: Codable, Sendable, Equatable {
+public struct Receipt: Sendable, Equatable {
     public enum Kind: String, Codable, Sendable { case room, dm, workout }
     public enum Status: String, Codable, Sendable { case accepted, rejected, duplicate }
 
@@ -11,6 +11,26 @@ public struct Receipt: Codable, Sendable, Equatable {
     /// The version after the event (accepted), or the current one; nil where the
     /// room, conversation or workout does not exist yet.
     public var version: Int64?
+    /// On a duplicate: the outcome the first copy got, when the coordinator still knows
+    /// it (an addition to the contract's receipt; clients that do not know it ignore it).
+    public var original: Original?
+
+    /// The outcome of the first copy of an id: what a resend would have been told.
+    public struct Original: Sendable, Equatable {
+        public var status: Status
+        public var code: ReceiptCode?
+        public var version: Int64?
+
+        public init(status: Status, code: ReceiptCode?, version: Int64?) {
+            self.status = status
+            self.code = code
+            self.version = version
+        }
+
+        public init(_ receipt: Receipt) {
+            self.init(status: receipt.status, code: receipt.code, version: receipt.version)
+        }
+    }
 
     public init(id: String, kind: Kind, status: Status, code: ReceiptCode?, message: String, version: Int64?) {
         self.id = id
@@ -25,23 +45,14 @@ public struct Receipt: Codable, Sendable, Equatable {
         Receipt(id: id, kind: kind, status: .accepted, code: nil, message: "accepted", version: version)
     }
 
-    public static func duplicate(id: String, kind: Kind, version: Int64?) -> Receipt {
-        Receipt(id: id, kind: kind, status: .duplicate, code: nil, message: "already processed", version: version)
+    public static func duplicate(id: String, kind: Kind, version: Int64?, original: Original? = nil) -> Receipt {
+        var receipt = Receipt(id: id, kind: kind, status: .duplicate, code: nil, message: "already processed", version: version)
+        receipt.original = original
+        return receipt
     }
 
     public static func rejected(id: String, kind: Kind, _ rejection: Rejection, version: Int64?) -> Receipt {
         Receipt(id: id, kind: kind, status: .rejected, code: rejection.code, message: rejection.message, version: version)
-    }
-
-    // `code` and `version` are always present on the wire, as null when absent.
-    public func encode(to encoder: any Encoder) throws {
-        var c = encoder.container(keyedBy: CodingKeys.self)
-        try c.encode(id, forKey: .id)
-        try c.encode(kind, forKey: .kind)
-        try c.encode(status, forKey: .status)
-        try c.encode(code, forKey: .code)
-        try c.encode(message, forKey: .message)
-        try c.encode(version, forKey: .version)
     }
 }
 

@@ -12,17 +12,20 @@ public enum EntityKind {
 }
 
 /// An inbound id already processed, remembered per sender for deduplication.
-public struct SeenId: Sendable, Equatable, Hashable {
+public struct SeenId: Sendable, Equatable {
     public var userId: String
     public var id: String
     public var kind: Receipt.Kind
     public var seenAt: Millis
+    /// What its first copy got (accepted or rejected, code, version), if recorded.
+    public var original: Receipt.Original?
 
-    public init(userId: String, id: String, kind: Receipt.Kind, seenAt: Millis) {
+    public init(userId: String, id: String, kind: Receipt.Kind, seenAt: Millis, original: Receipt.Original? = nil) {
         self.userId = userId
         self.id = id
         self.kind = kind
         self.seenAt = seenAt
+        self.original = original
     }
 }
 

@@ -79,6 +79,13 @@ extension TandemStore {
         // Pruning deletes by age; without this it scans the whole table.
         Migration(version: 2, name: "index seen ids by time",
                   sql: "CREATE INDEX seen_ids_by_time ON seen_ids(seen_at)"),
+        // The outcome of each id's first copy, so that a resend after a lost receipt
+        // (coordinator killed between commit and publish) learns what happened.
+        Migration(version: 3, name: "remember each seen id's outcome") { db in
+            try db.execute("ALTER TABLE seen_ids ADD COLUMN status TEXT")
+            try db.execute("ALTER TABLE seen_ids ADD COLUMN code TEXT")
+            try db.execute("ALTER TABLE seen_ids ADD COLUMN version INTEGER")
+        },
     ]
 
     /// 16 lowercase hex digits from the system's secure generator.

@@ -73,6 +73,8 @@ public actor TandemStore {
             for seen in batch.seenIds {
                 try db.run(Self.insertSeenId, [
                     .text(seen.userId), .text(seen.id), .text(seen.kind.rawValue), .integer(seen.seenAt),
+                    .optional(seen.original?.status.rawValue), .optional(seen.original?.code?.rawValue),
+                    .optional(seen.original?.version),
                 ])
             }
             for event in batch.events {
@@ -108,7 +110,7 @@ public actor TandemStore {
     }
 
     static let insertSeenId = """
-        INSERT INTO seen_ids(user_id, id, kind, seen_at) VALUES (?1, ?2, ?3, ?4)
+        INSERT INTO seen_ids(user_id, id, kind, seen_at, status, code, version) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
         ON CONFLICT(user_id, id) DO NOTHING
         """
     static let insertEvent = """
@@ -157,11 +159,16 @@ public actor TandemStore {
     /// The seen ids first seen at or after `since`, oldest first.
     public func loadSeenIds(since: Millis) throws -> [SeenId] {
         try connection.query(
-            "SELECT user_id, id, kind, seen_at FROM seen_ids WHERE seen_at >= ?1 ORDER BY seen_at",
+            "SELECT user_id, id, kind, seen_at, status, code, version FROM seen_ids WHERE seen_at >= ?1 ORDER BY seen_at",
             [.integer(since)]
         ) { row in
-            SeenId(userId: row.text(0), id: row.text(1), kind: try Self.decode(row.text(2), column: "seen_ids.kind"),
-                   seenAt: row.int64(3))
+            var original: Receipt.Original?
+            if let status = row.optionalText(4).flatMap(Receipt.Status.init(rawValue:)) {
+                original = Receipt.Original(
+                    status: status, code: row.optionalText(5).flatMap(ReceiptCode.init(rawValue:)), version: row.optionalInt64(6))
+            }
+            return SeenId(userId: row.text(0), id: row.text(1), kind: try Self.decode(row.text(2), column: "seen_ids.kind"),
+                          seenAt: row.int64(3), original: original)
         }
     }
 

@@ -63,6 +63,17 @@ import TandemStore
         #expect(receipt.first?["status"] == "duplicate")
         #expect(receipt.first?["version"] == .int(1))
         #expect(receipt.first?["code"] == .null)
+        // The first copy's outcome rides along, for a client whose receipt was lost.
+        #expect(receipt.first?["original"] == .obj(["status": "accepted", "code": .null, "version": .int(1)]))
+        // A copy arriving while the first still waits is answered when the first is
+        // applied, right after it, with its outcome.
+        _ = e.ingest(topic: "tandem/v1/rooms/r1/events/alice", payload: create("e2", sticker: "s2"), now: Self.t0 + 50)
+        let early = e.ingest(topic: "tandem/v1/rooms/r1/events/alice", payload: create("e2", sticker: "s2"), now: Self.t0 + 51)
+        #expect(early.isEmpty)
+        let step = e.step(now: Self.t0 + 80)
+        let answers = receipts(step.publications, for: "alice")
+        #expect(answers.map { $0["status"] ?? .null } == ["accepted", "duplicate"])
+        #expect(answers.last?["original"] == .obj(["status": "accepted", "code": .null, "version": .int(2)]))
         // The same id from another user is another event.
         let r3 = e.ingest(topic: "tandem/v1/rooms/r1/events/bob", payload: create("e1", sticker: "s2"), now: Self.t0 + 40)
         #expect(r3.isEmpty)

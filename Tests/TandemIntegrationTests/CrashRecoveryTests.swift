@@ -184,6 +184,13 @@ import TestSupport
                 } else if dups > 0 {
                     answered += 1
                     receiptLost += 1
+                    // The lost receipt's outcome still reaches the client: a duplicate
+                    // of a committed id carries the first copy's outcome.
+                    let recovered = report.duplicateReceipts(id).compactMap { $0["original"] }.first
+                    if let row = rows.first {
+                        #expect(recovered?["status"]?.stringValue == row.status.rawValue, "\(key): \(report.duplicateReceipts(id).map(\.text))")
+                        #expect(recovered?["version"]?.int64Value == row.version, "\(key)")
+                    }
                 }
             }
         }

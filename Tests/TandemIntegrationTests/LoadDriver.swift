@@ -48,6 +48,10 @@ struct LoadReport: Sendable {
         (receipts[id] ?? []).filter { $0["status"]?.stringValue != "duplicate" }
     }
 
+    func duplicateReceipts(_ id: String) -> [JSON] {
+        (receipts[id] ?? []).filter { $0["status"]?.stringValue == "duplicate" }
+    }
+
     func duplicates(_ id: String) -> Int {
         (receipts[id] ?? []).count(where: { $0["status"]?.stringValue == "duplicate" })
     }

@@ -67,14 +67,23 @@ import TandemCore
         try await withTemporaryDirectory { dir in
             let path = "\(dir)/tandem.sqlite"
             let old = try TandemStore.open(path: path, migrations: Array(TandemStore.migrations.prefix(1)))
-            try await old.commit(Self.sampleBatch)
+            // Seen ids as version 1 wrote them (no outcome columns yet), the rest as today.
+            var batch = Self.sampleBatch
+            batch.seenIds = []
+            try await old.commit(batch)
             #expect(try await old.summary().schemaVersion == 1)
             let epoch = old.epoch
             await old.close()
+            let v1 = try SQLiteConnection(path: path)
+            for seen in Self.sampleBatch.seenIds {
+                try v1.run("INSERT INTO seen_ids(user_id, id, kind, seen_at) VALUES (?1, ?2, ?3, ?4)",
+                           [.text(seen.userId), .text(seen.id), .text(seen.kind.rawValue), .integer(seen.seenAt)])
+            }
+            v1.close()
 
             let store = try TandemStore.open(path: path)
             let summary = try await store.summary()
-            #expect(summary.schemaVersion == 2)
+            #expect(summary.schemaVersion == Int32(TandemStore.migrations.count))
             #expect(summary.epoch == epoch)
             #expect(try await store.loadSeenIds(since: 0) == Self.sampleBatch.seenIds)
             #expect(try await store.logbook(user: "alice") == [Self.run])
@@ -94,7 +103,7 @@ import TandemCore
             let error = try #require(throws: MigrationError.self) { try TandemStore.open(path: path) }
             #expect(error.code == .databaseNewerThanCode)
             #expect(error.message.contains("schema version 99"))
-            #expect(error.message.contains("up to 2"))
+            #expect(error.message.contains("up to \(TandemStore.migrations.count)"))
         }
     }
 
@@ -223,6 +232,17 @@ import TandemCore
             #expect(try await store.pruneSeenIds(olderThan: 4_000) == 0)
             #expect(try await store.loadSeenIds(since: 0) == Array(ids[4...]))
             #expect(try await store.loadSeenIds(since: 8_000) == Array(ids[8...]))
+        }
+    }
+
+    @Test func aSeenIdKeepsItsFirstOutcome() async throws {
+        try await withTemporaryDirectory { dir in
+            let store = try TandemStore.open(path: "\(dir)/tandem.sqlite")
+            let accepted = SeenId(userId: "alice", id: "e1", kind: .room, seenAt: 10, original: Receipt.Original(status: .accepted, code: nil, version: 4))
+            let rejected = SeenId(userId: "bob", id: "e1", kind: .room, seenAt: 11, original: Receipt.Original(status: .rejected, code: .ownedByOther, version: 4))
+            let unknown = SeenId(userId: "carol", id: "c1", kind: .dm, seenAt: 12)
+            try await store.commit(StoreBatch(seenIds: [accepted, rejected, unknown]))
+            #expect(try await store.loadSeenIds(since: 0) == [accepted, rejected, unknown])
         }
     }
 

@@ -156,7 +156,8 @@ public final class AgentSession: Sendable {
 
     public func decodeReceipt(_ message: MQTTMessage) -> Receipt? {
         do {
-            return try Receipt.decode(message.payload)
+            // A duplicate that carries its first copy's outcome counts as that outcome.
+            return try Receipt.decode(message.payload).resolved
         } catch {
             logger.warning("unreadable receipt on \(message.topic): \(error)")
             return nil
