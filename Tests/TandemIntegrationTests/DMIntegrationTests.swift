@@ -14,10 +14,7 @@ import TestSupport
     // MARK: 1. The full lifecycle
 
     @Test func fullLifecycleRequestAcceptChatReadLeave() async throws {
-        try await withBroker(.shipped) { broker in
-            let coordinator = try await CoordinatorProcess.start(broker: broker)
-            let alice = try await TestPeer.connect(broker: broker, user: "alice")
-            let bob = try await TestPeer.connect(broker: broker, user: "bob")
+        try await withChat { broker, coordinator, alice, bob in
             let t0 = nowMillis() - 60_000
 
             // alice asks, with a first message.
@@ -113,20 +110,13 @@ import TestSupport
             }
             // The rejected messages did not reach the snapshots.
             #expect(messages(try await view(alice, of: "bob", version: 7)) == allRead)
-
-            await alice.close()
-            await bob.close()
-            await coordinator.stop()
         }
     }
 
     // MARK: 2. A message before accept
 
     @Test func aMessageBeforeAcceptIsRejectedNotActive() async throws {
-        try await withBroker(.shipped) { broker in
-            let coordinator = try await CoordinatorProcess.start(broker: broker)
-            let alice = try await TestPeer.connect(broker: broker, user: "alice")
-            let bob = try await TestPeer.connect(broker: broker, user: "bob")
+        try await withChat { broker, coordinator, alice, bob in
             let t0 = nowMillis() - 60_000
 
             // No conversation at all: not_active, and no version yet.
@@ -156,20 +146,13 @@ import TestSupport
             try await alice.dm(.dm("a-m2", "message", peer: "bob", at: t0 + 5, text: "hi"))
             try expectReceipt(try await alice.receipt("a-m2"), "accepted", version: 3)
             #expect(messages(try await view(bob, of: "alice", version: 3)) == [Msg("a-m2", "alice", "hi", t0 + 5, read: false)])
-
-            await alice.close()
-            await bob.close()
-            await coordinator.stop()
         }
     }
 
     // MARK: 3. Crossing requests
 
     @Test func crossingRequestsBecomeActive() async throws {
-        try await withBroker(.shipped) { broker in
-            let coordinator = try await CoordinatorProcess.start(broker: broker)
-            let alice = try await TestPeer.connect(broker: broker, user: "alice")
-            let bob = try await TestPeer.connect(broker: broker, user: "bob")
+        try await withChat { broker, coordinator, alice, bob in
             let t0 = nowMillis() - 60_000
 
             // Both ask at once, neither having seen the other's request.
@@ -198,20 +181,13 @@ import TestSupport
             // Active means active: messages flow.
             try await bob.dm(.dm("b-m1", "message", peer: "alice", at: t0 + 3, text: "both, then"))
             try expectReceipt(try await bob.receipt("b-m1"), "accepted", version: 3)
-
-            await alice.close()
-            await bob.close()
-            await coordinator.stop()
         }
     }
 
     // MARK: 4. Decline, then a new request
 
     @Test func declineThenANewRequest() async throws {
-        try await withBroker(.shipped) { broker in
-            let coordinator = try await CoordinatorProcess.start(broker: broker)
-            let alice = try await TestPeer.connect(broker: broker, user: "alice")
-            let bob = try await TestPeer.connect(broker: broker, user: "bob")
+        try await withChat { broker, coordinator, alice, bob in
             let t0 = nowMillis() - 60_000
 
             try await alice.dm(.dm("a-req1", "request", peer: "bob", at: t0 + 1, text: "hi"))
@@ -248,10 +224,6 @@ import TestSupport
             try expectReceipt(try await bob.receipt("b-acc2"), "accepted", version: 4)
             a = try await view(alice, of: "bob", version: 4)
             #expect(a["status"]?.stringValue == "active")
-
-            await alice.close()
-            await bob.close()
-            await coordinator.stop()
         }
     }
 
@@ -421,10 +393,7 @@ import TestSupport
     // MARK: 7. Rejections and their codes
 
     @Test func rejectionsCarryTheirCodes() async throws {
-        try await withBroker(.shipped) { broker in
-            let coordinator = try await CoordinatorProcess.start(broker: broker)
-            let alice = try await TestPeer.connect(broker: broker, user: "alice")
-            let bob = try await TestPeer.connect(broker: broker, user: "bob")
+        try await withChat { broker, coordinator, alice, bob in
             let t0 = nowMillis() - 60_000
 
             // Talking to oneself.
@@ -481,20 +450,13 @@ import TestSupport
             let b = try await view(bob, of: "alice", version: 5)
             #expect(messages(b).map(\.id) == ["max", "hello"])
             #expect(b["status"]?.stringValue == "active")
-
-            await alice.close()
-            await bob.close()
-            await coordinator.stop()
         }
     }
 
     // MARK: 8. History beyond the snapshot
 
     @Test func historyPagesOlderMessagesThanTheSnapshot() async throws {
-        try await withBroker(.shipped) { broker in
-            let coordinator = try await CoordinatorProcess.start(broker: broker)
-            let alice = try await TestPeer.connect(broker: broker, user: "alice")
-            let bob = try await TestPeer.connect(broker: broker, user: "bob")
+        try await withChat { broker, coordinator, alice, bob in
             let t0 = nowMillis() - 600_000
 
             try await alice.dm(.dm("req", "request", peer: "bob", at: t0))
@@ -537,20 +499,13 @@ import TestSupport
             // alice sees the same history from her side.
             let alicesPage = try await dmHistory(alice, peer: "bob", requestId: "a1", before: oldest.sentAt, limit: 50)
             #expect(historyMessages(alicesPage) == Array(all.prefix(30)))
-
-            await alice.close()
-            await bob.close()
-            await coordinator.stop()
         }
     }
 
     /// Reading marks every message from the peer as read (CONTRACT "read"), not only the
     /// 200 the snapshot holds; and a conversation longer than the snapshot survives a restart.
     @Test func aReadMarksOlderHistoryReadToo() async throws {
-        try await withBroker(.shipped) { broker in
-            let coordinator = try await CoordinatorProcess.start(broker: broker)
-            let alice = try await TestPeer.connect(broker: broker, user: "alice")
-            let bob = try await TestPeer.connect(broker: broker, user: "bob")
+        try await withChat { broker, coordinator, alice, bob in
             let t0 = nowMillis() - 600_000
 
             try await alice.dm(.dm("req", "request", peer: "bob", at: t0))
@@ -575,10 +530,6 @@ import TestSupport
             let older = try await dmHistory(bob, peer: "alice", requestId: "older", before: all[30].sentAt, limit: 50)
             #expect(historyMessages(older).map(\.id) == all.prefix(30).map(\.id))
             #expect(historyMessages(older) == all.prefix(30).map { $0.read() })
-
-            await alice.close()
-            await bob.close()
-            await coordinator.stop()
         }
     }
 
@@ -666,5 +617,19 @@ extension JSON {
         ]
         if let text { members.append(.init("text", .string(text))) }
         return .object(members)
+    }
+}
+
+/// A broker with the shipped config, the coordinator, and alice and bob connected; all
+/// closed after `body`.
+func withChat(_ body: (MosquittoBroker, CoordinatorProcess, TestPeer, TestPeer) async throws -> Void) async throws {
+    try await withBroker(.shipped) { broker in
+        let coordinator = try await CoordinatorProcess.start(broker: broker)
+        let alice = try await TestPeer.connect(broker: broker, user: "alice")
+        let bob = try await TestPeer.connect(broker: broker, user: "bob")
+        try await body(broker, coordinator, alice, bob)
+        await alice.close()
+        await bob.close()
+        await coordinator.stop()
     }
 }

@@ -15,14 +15,19 @@ extension RoomState {
         out.append(contentsOf: #","updatedAt":"#.utf8)
         JSON.writeInteger(updatedAt, into: &out)
         out.append(contentsOf: #","stickers":["#.utf8)
+        writeStickers(into: &out)
+        out.append(contentsOf: "]}".utf8)
+        return out
+    }
+
+    /// The live stickers, comma-separated, in creation order.
+    private func writeStickers(into out: inout [UInt8]) {
         var first = true
         forEachLive { sticker, _ in
             if !first { out.append(UInt8(ascii: ",")) }
             first = false
             sticker.write(into: &out)
         }
-        out.append(contentsOf: "]}".utf8)
-        return out
     }
 
     public func persistedBytes() -> [UInt8] {
@@ -37,14 +42,9 @@ extension RoomState {
         out.append(contentsOf: #","updatedAt":"#.utf8)
         JSON.writeInteger(updatedAt, into: &out)
         out.append(contentsOf: #","stickers":["#.utf8)
+        writeStickers(into: &out)
         var first = true
-        forEachLive { sticker, _ in
-            if !first { out.append(UInt8(ascii: ",")) }
-            first = false
-            sticker.write(into: &out)
-        }
         out.append(contentsOf: #"],"tombstones":["#.utf8)
-        first = true
         for id in tombstones.sorted(by: { $0.utf8.lexicographicallyPrecedes($1.utf8) }) {
             if !first { out.append(UInt8(ascii: ",")) }
             first = false
