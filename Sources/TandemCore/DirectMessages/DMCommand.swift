@@ -25,16 +25,7 @@ public struct DMCommand: Sendable, Equatable {
     /// Reads a DMCommand payload. The failure's id is the commandId when a valid one
     /// could be read, else "".
     public static func decode(_ bytes: some Collection<UInt8>) -> Result<DMCommand, DecodeFailure> {
-        let reader: PayloadReader
-        switch PayloadReader.read(bytes, idKey: "commandId") {
-        case .success(let r): reader = r
-        case .failure(let failure): return .failure(failure)
-        }
-        do throws(Rejection) {
-            return .success(try decode(reader))
-        } catch {
-            return .failure(DecodeFailure(id: reader.id, error))
-        }
+        PayloadReader.decode(bytes, idKey: "commandId") { (reader) throws(Rejection) in try decode(reader) }
     }
 
     static func decode(_ reader: PayloadReader) throws(Rejection) -> DMCommand {

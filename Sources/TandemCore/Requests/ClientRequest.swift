@@ -29,27 +29,20 @@ public struct ClientRequest: Sendable, Equatable {
     }
 
     public static func decode(_ bytes: some Collection<UInt8>) -> Result<ClientRequest, DecodeFailure> {
-        switch PayloadReader.read(bytes, idKey: "requestId") {
-        case .failure(let failure):
-            return .failure(failure)
-        case .success(let reader):
-            do throws(Rejection) {
-                let requestId = try reader.identifier("requestId")
-                let kind = try reader.oneOf("type", Kind.self)
-                var request = ClientRequest(requestId: requestId, kind: kind)
-                if reader.has("limit") {
-                    let limit = try reader.int64("limit")
-                    guard (1...Int64(maxLimit)).contains(limit) else { throw Rejection.invalid("limit must be between 1 and \(maxLimit)") }
-                    request.limit = Int(limit)
-                }
-                if kind == .dmHistory {
-                    request.peer = try reader.identifier("peer")
-                    if reader.has("before") { request.before = try reader.int64("before") }
-                }
-                return .success(request)
-            } catch {
-                return .failure(DecodeFailure(id: reader.id, error))
+        PayloadReader.decode(bytes, idKey: "requestId") { (reader) throws(Rejection) in
+            let requestId = try reader.identifier("requestId")
+            let kind = try reader.oneOf("type", Kind.self)
+            var request = ClientRequest(requestId: requestId, kind: kind)
+            if reader.has("limit") {
+                let limit = try reader.int64("limit")
+                guard (1...Int64(maxLimit)).contains(limit) else { throw Rejection.invalid("limit must be between 1 and \(maxLimit)") }
+                request.limit = Int(limit)
             }
+            if kind == .dmHistory {
+                request.peer = try reader.identifier("peer")
+                if reader.has("before") { request.before = try reader.int64("before") }
+            }
+            return request
         }
     }
 

@@ -42,6 +42,25 @@ public struct PayloadReader: Sendable {
         return .success(PayloadReader(object: json, id: id))
     }
 
+    /// Parses `bytes` and builds a value from its fields: every decoder's shape. A
+    /// failure carries the receipt id: `id(reader)` when given (telemetry derives it from
+    /// the timestamp), else the valid value of `idKey`, else "".
+    public static func decode<T>(
+        _ bytes: some Collection<UInt8>, idKey: String?, id: ((PayloadReader) -> String)? = nil,
+        _ make: (PayloadReader) throws(Rejection) -> T
+    ) -> Result<T, DecodeFailure> {
+        let reader: PayloadReader
+        switch read(bytes, idKey: idKey) {
+        case .success(let r): reader = r
+        case .failure(let failure): return .failure(failure)
+        }
+        do throws(Rejection) {
+            return .success(try make(reader))
+        } catch {
+            return .failure(DecodeFailure(id: id?(reader) ?? reader.id, error))
+        }
+    }
+
     public init(object: JSON, id: String = "") {
         self.object = object
         self.id = id

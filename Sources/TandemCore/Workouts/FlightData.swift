@@ -35,16 +35,8 @@ public struct FlightData: Sendable, Equatable {
     /// [-180, 180], heading in [0, 360], no negative distance, elapsedTime or pace. The
     /// failure's id is `flight:<timestamp>` when the timestamp could be read, else "".
     public static func decode(_ bytes: some Collection<UInt8>) -> Result<FlightData, DecodeFailure> {
-        let reader: PayloadReader
-        switch PayloadReader.read(bytes, idKey: nil) {
-        case .success(let r): reader = r
-        case .failure(let failure): return .failure(failure)
-        }
-        let id = (try? reader.int64("timestamp")).map(receiptId(timestamp:)) ?? ""
-        do throws(Rejection) {
-            return .success(try FlightData(reader: reader))
-        } catch {
-            return .failure(DecodeFailure(id: id, error))
+        PayloadReader.decode(bytes, idKey: nil, id: { (try? $0.int64("timestamp")).map(receiptId(timestamp:)) ?? "" }) {
+            (reader) throws(Rejection) in try FlightData(reader: reader)
         }
     }
 

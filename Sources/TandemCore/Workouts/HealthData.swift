@@ -19,16 +19,8 @@ public struct HealthData: Sendable, Equatable {
     /// Reads a HealthData payload: finite numbers, none negative. The failure's id is
     /// `health:<timestamp>` when the timestamp could be read, else "".
     public static func decode(_ bytes: some Collection<UInt8>) -> Result<HealthData, DecodeFailure> {
-        let reader: PayloadReader
-        switch PayloadReader.read(bytes, idKey: nil) {
-        case .success(let r): reader = r
-        case .failure(let failure): return .failure(failure)
-        }
-        let id = (try? reader.int64("timestamp")).map(receiptId(timestamp:)) ?? ""
-        do throws(Rejection) {
-            return .success(try HealthData(reader: reader))
-        } catch {
-            return .failure(DecodeFailure(id: id, error))
+        PayloadReader.decode(bytes, idKey: nil, id: { (try? $0.int64("timestamp")).map(receiptId(timestamp:)) ?? "" }) {
+            (reader) throws(Rejection) in try HealthData(reader: reader)
         }
     }
 

@@ -20,20 +20,13 @@ public struct WorkoutControl: Sendable, Equatable {
     /// Reads a WorkoutControl payload. The failure's id is the commandId when a valid one
     /// could be read, else "".
     public static func decode(_ bytes: some Collection<UInt8>) -> Result<WorkoutControl, DecodeFailure> {
-        let reader: PayloadReader
-        switch PayloadReader.read(bytes, idKey: "commandId") {
-        case .success(let r): reader = r
-        case .failure(let failure): return .failure(failure)
-        }
-        do throws(Rejection) {
-            return .success(WorkoutControl(
+        PayloadReader.decode(bytes, idKey: "commandId") { (reader) throws(Rejection) in
+            WorkoutControl(
                 commandId: try reader.identifier("commandId"),
                 type: try reader.oneOf("type", Kind.self),
                 timestamp: try reader.int64("timestamp"),
                 mode: try reader.optionalOneOf("mode", WorkoutMode.self)
-            ))
-        } catch {
-            return .failure(DecodeFailure(id: reader.id, error))
+            )
         }
     }
 
