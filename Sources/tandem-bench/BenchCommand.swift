@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import TandemCore
 
 @main
 struct BenchCommand: AsyncParsableCommand {
@@ -24,6 +25,10 @@ struct BenchCommand: AsyncParsableCommand {
     @Option(help: "Broker port.") var port = 1883
     @Option(help: "MQTT username (default: anonymous).") var username: String?
     @Option(help: "MQTT password.") var password: String?
+    @Option(name: .customLong("as"), help: ArgumentHelp(
+        "USER:PASSWORD, repeatable: clients act as these users in turn (needed with the shipped ACL, e.g. --as alice:alice-demo --as bob:bob-demo).",
+        valueName: "user:password"))
+    var identities: [String] = []
     @Option(help: "Seconds of load per run.") var duration = 10.0
     @Option(help: "Offered events/s (the first step with --find-max).") var rate = 2000.0
     @Option(help: "Client connections (telemetry: workouts).") var clients = 20
@@ -48,11 +53,24 @@ struct BenchCommand: AsyncParsableCommand {
         }
         if let stickers, stickers <= 0 { throw ValidationError("--stickers must be positive") }
         guard stepFactor > 1 else { throw ValidationError("--step-factor must be above 1") }
+        for text in identities {
+            let user = text.split(separator: ":", maxSplits: 1).first.map(String.init) ?? ""
+            guard text.contains(":"), Identifier.isValid(user) else {
+                throw ValidationError("--as takes USER:PASSWORD with a valid user id, not \(text)")
+            }
+        }
+        if scenario == .dm || scenario == .all || scenario == .relay, identities.count == 1 {
+            throw ValidationError("--as: dm and relay need two identities (a pair of users)")
+        }
     }
 
     func run() async throws {
         let nonce = String(UInt32.random(in: 0...UInt32.max), radix: 36)
-        let broker = BrokerAddress(host: host, port: port, username: username, password: password)
+        var broker = BrokerAddress(host: host, port: port, username: username, password: password)
+        broker.identities = identities.map { text in
+            let parts = text.split(separator: ":", maxSplits: 1)
+            return BrokerAddress.Identity(user: String(parts[0]), password: parts.count > 1 ? String(parts[1]) : "")
+        }
         let runner = Runner(
             durationSeconds: duration, drainTimeoutSeconds: drainTimeout, setupRate: setupRate,
             p99LimitMicros: UInt64(p99LimitMs * 1000), coordinatorPid: coordinatorPid, brokerPid: brokerPid, showProgress: !quiet)

@@ -8,6 +8,25 @@ struct BrokerAddress: Sendable {
     var port: Int
     var username: String?
     var password: String?
+    /// `--as USER:PASSWORD`: the identities clients take in turn (client c is
+    /// identities[c % count]), so the bench runs against a broker with the shipped ACL,
+    /// where a client may only speak as its own MQTT username.
+    var identities: [Identity] = []
+
+    struct Identity: Sendable {
+        var user: String
+        var password: String
+    }
+
+    /// The userId client `c` acts as: its identity, or the scenario's own name for it.
+    func user(_ c: Int, otherwise name: String) -> String {
+        identities.isEmpty ? name : identities[c % identities.count].user
+    }
+
+    /// The credentials client `c` connects with.
+    func credentials(_ c: Int) -> (username: String?, password: String?) {
+        identities.isEmpty ? (username, password) : (identities[c % identities.count].user, identities[c % identities.count].password)
+    }
 }
 
 /// One MQTT connection of the bench: publishes events and hears what comes back on
@@ -22,11 +41,12 @@ final class BenchClient: Sendable {
         return logger
     }()
 
-    init(broker: BrokerAddress, clientId: String, filters: [String], onMessage: @escaping @Sendable (MQTTMessage, UInt64) -> Void) async throws {
+    init(broker: BrokerAddress, as identity: Int = 0, clientId: String, filters: [String], onMessage: @escaping @Sendable (MQTTMessage, UInt64) -> Void) async throws {
+        let credentials = broker.credentials(identity)
         mqtt = try MQTTClient(
             configuration: MQTTConfiguration(
                 host: broker.host, port: broker.port, clientId: clientId,
-                username: broker.username, password: broker.password,
+                username: credentials.username, password: credentials.password,
                 session: .cleanStart, maxInflight: 20_000, receiveMaximum: 20_000),
             logger: Self.quietLogger)
         if filters.isEmpty {

@@ -17,8 +17,7 @@ final class DMScenario: Scenario {
 
     var pairCount: Int { options.clients / 2 }
     var shape: [String: Int] { ["clients": pairCount * 2, "conversations": pairCount] }
-    static func user(_ c: Int) -> String { "d\(c)" }
-    func user(_ c: Int) -> String { Self.user(c) }
+    func user(_ c: Int) -> String { options.broker.user(c, otherwise: "d\(c)") }
     func peer(_ c: Int) -> Int { c ^ 1 }
 
     func connect(tracker: Tracker) async throws {
@@ -29,8 +28,8 @@ final class DMScenario: Scenario {
         let handler = receiptHandler(tracker)
         let options = self.options
         clients = try await BenchClient.connectAll(pairCount * 2) { c in
-            try await BenchClient(broker: options.broker, clientId: "bench-\(options.nonce)-\(c)",
-                                  filters: [topics.receipts(user: Self.user(c)), topics.conversations(user: Self.user(c))], onMessage: handler)
+            try await BenchClient(broker: options.broker, as: c, clientId: "bench-\(options.nonce)-\(c)",
+                                  filters: [topics.receipts(user: options.broker.user(c, otherwise: "d\(c)")), topics.conversations(user: options.broker.user(c, otherwise: "d\(c)"))], onMessage: handler)
         }
     }
 

@@ -32,8 +32,7 @@ final class RoomsScenario: Scenario {
     var shape: [String: Int] { ["clients": options.clients, "rooms": roomCount, "stickersPerRoom": options.stickers] }
 
     func roomId(_ r: Int) -> String { layout == .contended ? "bench-contended" : "bench-room-\(r)" }
-    static func user(_ c: Int) -> String { "b\(c)" }
-    func user(_ c: Int) -> String { Self.user(c) }
+    func user(_ c: Int) -> String { options.broker.user(c, otherwise: "b\(c)") }
 
     func connect(tracker: Tracker) async throws {
         let topics = options.topics
@@ -54,7 +53,7 @@ final class RoomsScenario: Scenario {
         let handler = receiptHandler(tracker)
         let options = self.options
         var list = try await BenchClient.connectAll(options.clients) { c in
-            try await BenchClient(broker: options.broker, clientId: "bench-\(options.nonce)-\(c)", filters: [topics.receipts(user: Self.user(c))], onMessage: handler)
+            try await BenchClient(broker: options.broker, as: c, clientId: "bench-\(options.nonce)-\(c)", filters: [topics.receipts(user: options.broker.user(c, otherwise: "b\(c)"))], onMessage: handler)
         }
         let watcher = try await BenchClient(broker: options.broker, clientId: "bench-\(options.nonce)-watcher",
                                             filters: (0..<roomCount).map { topics.roomState(room: roomId($0)) }, onMessage: handler)

@@ -19,8 +19,7 @@ final class TelemetryScenario: Scenario {
 
     var shape: [String: Int] { ["workouts": options.clients] }
     var fixedRate: Double? { Double(options.clients * 2) }
-    static func user(_ c: Int) -> String { "t\(c)" }
-    func user(_ c: Int) -> String { Self.user(c) }
+    func user(_ c: Int) -> String { options.broker.user(c, otherwise: "t\(c)") }
     func workout(_ c: Int) -> String { "w\(options.nonce)-\(c)" }
 
     func connect(tracker: Tracker) async throws {
@@ -31,8 +30,8 @@ final class TelemetryScenario: Scenario {
         let handler = receiptHandler(tracker)
         let options = self.options
         clients = try await BenchClient.connectAll(options.clients) { c in
-            try await BenchClient(broker: options.broker, clientId: "bench-\(options.nonce)-\(c)",
-                                  filters: [topics.receipts(user: Self.user(c)), "\(topics.root)/users/\(Self.user(c))/workouts/+/state"], onMessage: handler)
+            try await BenchClient(broker: options.broker, as: c, clientId: "bench-\(options.nonce)-\(c)",
+                                  filters: [topics.receipts(user: options.broker.user(c, otherwise: "t\(c)")), "\(topics.root)/users/\(options.broker.user(c, otherwise: "t\(c)"))/workouts/+/state"], onMessage: handler)
         }
     }
 
