@@ -90,8 +90,11 @@ public struct Engine {
     /// Rebuilds the state from the store's current-state rows (no history replay).
     public static func recover(configuration: CoordinatorConfiguration, store: TandemStore, now: Millis) async throws -> Engine {
         var engine = Engine(configuration: configuration, epoch: store.epoch, now: now)
-        for row in try await store.loadEntities(kind: EntityKind.room) {
-            let room = try RoomState(persisted: JSON.parse(row.body))
+        let roomRows = try await store.loadEntities(kind: EntityKind.room)
+        // The store reads the remembered ids on its own thread while this task rebuilds
+        // the rooms: the two largest parts of a restart, overlapped on two cores.
+        async let seenIds = store.loadSeenIds(since: now - configuration.seenIdRetentionMs)
+        for room in try await parseRooms(roomRows) {
             engine.rooms[room.roomId] = room
             engine.trackLease(of: room)
         }
@@ -108,10 +111,28 @@ public struct Engine {
             let workout = try WorkoutState(persisted: JSON.parse(row.body))
             engine.workouts[WorkoutKey(user: workout.user, workoutId: workout.workoutId)] = workout
         }
-        for id in try await store.loadSeenIds(since: now - configuration.seenIdRetentionMs) {
+        let remembered = try await seenIds
+        engine.seen.reserveCapacity(remembered.count)
+        for id in remembered {
             engine.seen[SeenKey(user: id.userId, id: id.id)] = SeenEntry(at: id.seenAt, original: id.original)
         }
         return engine
+    }
+
+    /// Rebuilds rooms from their rows in a few tasks at once (each room is its own value):
+    /// the largest CPU cost of a restart, spread over the cores.
+    static func parseRooms(_ rows: [EntityRow]) async throws -> [RoomState] {
+        let chunkSize = max(256, rows.count / 8 + 1)
+        return try await withThrowingTaskGroup(of: [RoomState].self) { group in
+            for start in stride(from: 0, to: rows.count, by: chunkSize) {
+                let chunk = rows[start..<min(start + chunkSize, rows.count)]
+                group.addTask { try chunk.map { try RoomState(persisted: JSON.parse($0.body)) } }
+            }
+            var rooms: [RoomState] = []
+            rooms.reserveCapacity(rows.count)
+            for try await part in group { rooms += part }
+            return rooms
+        }
     }
 
     public var summaryLine: String {
