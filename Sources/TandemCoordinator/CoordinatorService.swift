@@ -74,7 +74,9 @@ public final class CoordinatorService: Service {
         }
         try await client.publish(topics.coordinatorStatus, payload: onlinePayload(startedAt: startedAt), qos: .atLeastOnce, retain: true)
         logger.info("online: every subscription acknowledged; status published on \(topics.coordinatorStatus)")
-        send(engine.allSnapshots(), via: client, metrics: &engine.metrics)
+        // Every snapshot again (the broker may have lost its retained copies), in chunks
+        // from the pipeline's steps so that they never all sit in memory at once.
+        engine.startRepublishing(now: WallClock.now())
 
         var failure: (any Error)?
         do {
@@ -130,6 +132,9 @@ public final class CoordinatorService: Service {
             defer { group.cancelAll() }
 
             let timer = DeadlineTimer(feed: feed)
+            // Work may be due before any message arrives (the republishing after a start,
+            // leases that ran out while we were down).
+            if let deadline = engine.nextDeadline { timer.schedule(at: deadline) }
             var connections = 0
             try await withGracefulShutdownHandler {
                 loop: for await input in inputs {

@@ -36,14 +36,48 @@ public struct Engine {
         var id: String
     }
 
-    /// When an id was first seen and, once applied, what its first copy got.
+    /// When an id was first seen and, once applied, what its first copy got. There is
+    /// one per remembered id (a million after a busy day), so it is packed into 24
+    /// bytes rather than nesting optionals.
     struct SeenEntry {
         var at: Millis
-        var original: Receipt.Original?
+        /// The first copy's version; `Int64.min`: none.
+        private var version = Int64.min
+        /// 0: not applied yet (or unknown), 1: accepted, 2: rejected.
+        private var status: UInt8 = 0
+        /// Index in `ReceiptCode.allCases`; `UInt8.max`: none.
+        private var code = UInt8.max
         /// Copies that arrived while the first still waited in the reorder buffer: they
         /// are answered when it is applied, so that their receipts can say its outcome.
-        var waitingCopies = 0
+        var waitingCopies: UInt16 = 0
         var inBuffer = false
+
+        init(at: Millis, original: Receipt.Original? = nil, inBuffer: Bool = false) {
+            self.at = at
+            self.inBuffer = inBuffer
+            self.original = original
+        }
+
+        var original: Receipt.Original? {
+            get {
+                guard status != 0 else { return nil }
+                return Receipt.Original(
+                    status: status == 1 ? .accepted : .rejected,
+                    code: code == .max ? nil : SeenEntry.codes[Int(code)],
+                    version: version == .min ? nil : version)
+            }
+            set {
+                guard let newValue else {
+                    status = 0
+                    return
+                }
+                status = newValue.status == .rejected ? 2 : 1
+                code = newValue.code.flatMap { c in SeenEntry.codes.firstIndex(of: c).map(UInt8.init) } ?? .max
+                version = newValue.version ?? .min
+            }
+        }
+
+        static let codes = ReceiptCode.allCases
     }
 
     struct LeaseDeadline: Comparable {
@@ -72,6 +106,22 @@ public struct Engine {
     /// Running workouts changed by telemetry whose snapshot waits for the throttle.
     var workoutSnapshotDue: [WorkoutKey: Millis] = [:]
     var workoutLastPublished: [WorkoutKey: Millis] = [:]
+    /// Snapshots still to republish after a start, a chunk per step (see
+    /// ``startRepublishing(now:)``), each built from the state of its turn.
+    var republishQueue: [Republish] = []
+    var republishIndex = 0
+    var republishDue: Millis?
+    /// Snapshots republished per chunk, and the pause between chunks: 30,000 snapshots
+    /// go out in 1.5 s without holding them all in memory at once.
+    static let republishChunk = 200
+    static let republishPauseMs: Millis = 10
+
+    enum Republish {
+        case room(String)
+        case conversation(ConversationKey)
+        case workout(WorkoutKey)
+    }
+
     /// What ingest decided that must be persisted with the next step (telemetry).
     var pendingBatch = StoreBatch()
     var lastSeenPrune: Millis
@@ -181,7 +231,7 @@ public struct Engine {
         let key = SeenKey(user: item.user, id: item.id)
         if let entry = seen[key] {
             if entry.inBuffer {
-                seen[key]!.waitingCopies += 1
+                if seen[key]!.waitingCopies < .max { seen[key]!.waitingCopies += 1 }
                 return []
             }
             metrics.duplicates += 1
@@ -229,6 +279,7 @@ public struct Engine {
         consider(leaseDeadlines.min?.at)
         consider(presence.nextDeadline)
         consider(workoutSnapshotDue.values.min())
+        consider(republishDue)
         if !pendingBatch.isEmpty { consider(0) }
         return deadline
     }
@@ -280,7 +331,7 @@ public struct Engine {
                 at: now, kind: receipt.kind, userId: item.user, target: target, id: item.id,
                 status: receipt.status, code: receipt.code, version: receipt.version, payload: item.payload))
             receipts.append(self.receipt(receipt, to: item.user))
-            for _ in 0..<copies {
+            for _ in 0..<Int(copies) {
                 metrics.duplicates += 1
                 receipts.append(self.receipt(.duplicate(id: item.id, kind: receipt.kind, version: receipt.version, original: original), to: item.user))
             }
@@ -293,6 +344,7 @@ public struct Engine {
         publishRooms(changes.rooms, order: changes.roomOrder, into: &step)
         publishConversations(changes.conversations, into: &step)
         publishWorkouts(changes.workouts, now: now, into: &step)
+        step.publications += republishChunk(now: now)
         // Receipts last: by the time a client hears "accepted, version N", snapshot N is out.
         step.publications += receipts
         pruneSeenIfDue(now: now)
@@ -314,7 +366,47 @@ public struct Engine {
 
     // MARK: Snapshots and metrics
 
-    /// Every snapshot, for republishing at start.
+    /// Queues every snapshot for republishing (after a start: the broker may have lost
+    /// its retained copies). They go out a chunk per step from `now` on.
+    public mutating func startRepublishing(now: Millis) {
+        republishQueue = rooms.values.filter(\.exists).map { .room($0.roomId) }
+            + conversations.values.filter(\.exists).map { .conversation($0.key) }
+            + workouts.keys.map { .workout($0) }
+        republishIndex = 0
+        republishDue = republishQueue.isEmpty ? nil : now
+    }
+
+    public var isRepublishing: Bool { republishIndex < republishQueue.count }
+
+    /// The next chunk of republished snapshots, if one is due.
+    mutating func republishChunk(now: Millis) -> [Publication] {
+        guard let due = republishDue, due <= now else { return [] }
+        var out: [Publication] = []
+        let end = min(republishQueue.count, republishIndex + Self.republishChunk)
+        for item in republishQueue[republishIndex..<end] {
+            switch item {
+            case .room(let id):
+                if let room = rooms[id] {
+                    out.append(Publication(topic: topics.roomState(room: id), payload: room.snapshotBytes(epoch: epoch), retain: true))
+                }
+            case .conversation(let key):
+                if let conversation = conversations[key] { out += conversationSnapshots(conversation) }
+            case .workout(let key):
+                if let workout = workouts[key] { out.append(workoutSnapshot(workout)) }
+            }
+        }
+        republishIndex = end
+        if republishIndex >= republishQueue.count {
+            republishQueue = []
+            republishIndex = 0
+            republishDue = nil
+        } else {
+            republishDue = now + Self.republishPauseMs
+        }
+        return out
+    }
+
+    /// Every snapshot at once (benchmarks; the coordinator republishes in chunks).
     public func allSnapshots() -> [Publication] {
         var out: [Publication] = []
         for room in rooms.values where room.exists {

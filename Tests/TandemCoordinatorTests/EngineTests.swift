@@ -189,4 +189,40 @@ import TandemStore
         let step = e.flush(now: Self.t0 + 1)
         #expect(receipts(step.publications, for: "alice").first?["status"] == "accepted")
     }
+
+    @Test func aRememberedIdTakesTwentyFourBytesAndKeepsItsOutcome() {
+        #expect(MemoryLayout<Engine.SeenEntry>.stride <= 24)
+        for original in [
+            Receipt.Original(status: .accepted, code: nil, version: 7),
+            Receipt.Original(status: .rejected, code: .ownedByOther, version: nil),
+            Receipt.Original(status: .rejected, code: .roomFull, version: 0),
+        ] {
+            #expect(Engine.SeenEntry(at: 1, original: original).original == original)
+        }
+        #expect(Engine.SeenEntry(at: 1).original == nil)
+    }
+
+    @Test func snapshotsAreRepublishedInChunksFromTheCurrentState() {
+        var e = engine { $0.rateLimitPerSecond = 0 }
+        for i in 0..<450 {
+            _ = e.ingest(topic: "tandem/v1/rooms/r\(i)/events/alice", payload: create("e\(i)", sticker: "s1"), now: Self.t0)
+        }
+        _ = e.step(now: Self.t0 + 30)
+        e.startRepublishing(now: Self.t0 + 100)
+        #expect(e.nextDeadline == Self.t0 + 100)
+        var republished: [String] = []
+        var now = Self.t0 + 100
+        while e.isRepublishing {
+            let step = e.step(now: now)
+            let states = step.publications.filter { $0.topic.hasSuffix("/state") }
+            #expect(states.count <= Engine.republishChunk)
+            let allRetained = states.allSatisfy(\.retain)
+            #expect(allRetained)
+            republished += states.map(\.topic)
+            now = e.nextDeadline ?? now
+        }
+        #expect(Set(republished).count == 450)
+        // What is left to wake for is the locks' lease, nothing of the republishing.
+        #expect(e.nextDeadline == Self.t0 + 30 + 30_000)
+    }
 }
