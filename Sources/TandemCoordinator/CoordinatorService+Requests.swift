@@ -5,30 +5,20 @@ import TandemStore
 
 /// Queries (DM history, logbook): read from the store and answered on
 /// `users/{userId}/responses`. They bypass the reorder buffer: they change nothing.
+/// Decoding, refusals and the rate limit are the engine's (`Engine.ingestQuery`).
 extension CoordinatorService {
-    func answer(request payload: [UInt8], from user: String, store: TandemStore, client: MQTTClient) async {
+    /// Reads what a query asks for and answers it (the engine already decoded and
+    /// rate-limited it).
+    func answer(_ query: Engine.Query, store: TandemStore, client: MQTTClient) async {
+        let request = query.request
         let response: JSON
-        switch ClientRequest.decode(payload) {
-        case .failure(let failure):
-            let kind = (try? JSON.parse(payload))?["type"]?.stringValue
-            response = ClientRequest.errorResponse(requestId: failure.id, kind: kind, failure.rejection)
-        case .success(let request):
-            do {
-                response = try await respond(to: request, from: user, store: store)
-            } catch {
-                logger.error("answering \(request.kind.rawValue) \(request.requestId) for \(user) failed: \(error)")
-                response = ClientRequest.errorResponse(requestId: request.requestId, kind: request.kind.rawValue, .invalid("the coordinator could not read its database"))
-            }
+        do {
+            response = try await respond(to: request, from: query.user, store: store)
+        } catch {
+            logger.error("answering \(request.kind.rawValue) \(request.requestId) for \(query.user) failed: \(error)")
+            response = ClientRequest.errorResponse(requestId: request.requestId, kind: request.kind.rawValue, .invalid("the coordinator could not read its database"))
         }
-        client.enqueueLogged(topics.responses(user: user), payload: response.serialized(), retain: false, logger: logger)
-    }
-
-    /// Answers a query over the sender's rate limit without reading the store.
-    func refuse(request payload: [UInt8], from user: String, client: MQTTClient) {
-        let json = try? JSON.parse(payload)
-        let id = json?["requestId"]?.stringValue.flatMap { Identifier.isValid($0) ? $0 : nil } ?? ""
-        let response = ClientRequest.errorResponse(requestId: id, kind: json?["type"]?.stringValue, Engine.rateLimited)
-        client.enqueueLogged(topics.responses(user: user), payload: response.serialized(), retain: false, logger: logger)
+        client.enqueueLogged(topics.responses(user: query.user), payload: response.serialized(), retain: false, logger: logger)
     }
 
     private func respond(to request: ClientRequest, from user: String, store: TandemStore) async throws -> JSON {

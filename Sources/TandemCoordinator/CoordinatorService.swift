@@ -141,20 +141,11 @@ public final class CoordinatorService: Service {
                     let now = WallClock.now()
                     switch input {
                     case .message(let message):
-                        if case .request(let user) = topics.parseInbound(message.topic) {
-                            engine.metrics.messagesIn += 1
-                            // A query reads the store on this task: it costs a token like an
-                            // event, or a flood of them would hold up everyone's events.
-                            guard engine.takeToken(for: user, now: now) else {
-                                engine.metrics.rejected += 1
-                                refuse(request: message.payload, from: user, client: client)
-                                continue
-                            }
-                            await answer(request: message.payload, from: user, store: store, client: client)
-                            continue
-                        }
                         let immediate = engine.ingest(topic: message.topic, payload: message.payload, now: now)
                         send(immediate, via: client, metrics: &engine.metrics)
+                        for query in engine.takeQueries() {
+                            await answer(query, store: store, client: client)
+                        }
                     case .connection(.connected(let sessionPresent)):
                         connections += 1
                         // The first is the connect() above, which published the status already.

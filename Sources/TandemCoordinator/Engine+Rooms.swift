@@ -77,8 +77,11 @@ extension Engine {
             if let roomChanges = RoomChanges(roomId: roomId, epoch: epoch, changes: list) {
                 step.publications.append(Publication(topic: topics.roomChanges(room: roomId), payload: roomChanges.json().serialized()))
             }
-            step.publications.append(Publication(
-                topic: topics.roomState(room: roomId), payload: room.snapshotBytes(epoch: epoch), retain: true))
+            step.publications.append(roomSnapshot(room))
         }
+    }
+
+    func roomSnapshot(_ room: RoomState) -> Publication {
+        Publication(topic: topics.roomState(room: room.roomId), payload: room.snapshotBytes(epoch: epoch), retain: true)
     }
 }

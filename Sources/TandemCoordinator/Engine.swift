@@ -122,6 +122,16 @@ public struct Engine {
         case workout(WorkoutKey)
     }
 
+    /// Queries that passed their checks and need the store: the service answers them
+    /// (``takeQueries()``) right after the ingest that let them in.
+    var queries: [Query] = []
+
+    /// A DM history or logbook request from `user`, decoded and within the rate limit.
+    public struct Query: Sendable {
+        public var user: String
+        public var request: ClientRequest
+    }
+
     /// What ingest decided that must be persisted with the next step (telemetry).
     var pendingBatch = StoreBatch()
     var lastSeenPrune: Millis
@@ -215,14 +225,42 @@ public struct Engine {
                 presence.update(user: user, clientId: clientId, online: online, now: now)
             }
             return []
-        case .request:
-            // Queries are answered by the service from the store (see ``ClientRequest``).
-            return []
+        case .request(let user):
+            return ingestQuery(user: user, payload: payload, now: now)
         case .invalid(let user, let kind, let reason):
             let idKey = kind == .room ? "eventId" : "commandId"
             let id = (try? JSON.parse(payload))?[idKey]?.stringValue.flatMap { Identifier.isValid($0) ? $0 : nil } ?? ""
             return [receipt(.rejected(id: id, kind: kind, .invalid(reason), version: nil), to: user)]
         }
+    }
+
+    /// Queries read the store but change nothing: decoded and rate-limited here like
+    /// everything else (a flood of them would hold up everyone's events), answered with
+    /// an error response when refused, else handed to the service.
+    mutating func ingestQuery(user: String, payload: [UInt8], now: Millis) -> [Publication] {
+        switch ClientRequest.decode(payload) {
+        case .failure(let failure):
+            metrics.rejected += 1
+            let kind = (try? JSON.parse(payload))?["type"]?.stringValue
+            return [response(ClientRequest.errorResponse(requestId: failure.id, kind: kind, failure.rejection), to: user)]
+        case .success(let request):
+            guard takeToken(for: user, now: now) else {
+                metrics.rejected += 1
+                return [response(ClientRequest.errorResponse(requestId: request.requestId, kind: request.kind.rawValue, Self.rateLimited), to: user)]
+            }
+            queries.append(Query(user: user, request: request))
+            return []
+        }
+    }
+
+    /// The queries let in since the last call.
+    public mutating func takeQueries() -> [Query] {
+        defer { queries = [] }
+        return queries
+    }
+
+    func response(_ json: JSON, to user: String) -> Publication {
+        Publication(topic: topics.responses(user: user), payload: json.serialized())
     }
 
     /// The common path of buffered events and commands after decoding: duplicate check,
@@ -369,9 +407,7 @@ public struct Engine {
     /// Queues every snapshot for republishing (after a start: the broker may have lost
     /// its retained copies). They go out a chunk per step from `now` on.
     public mutating func startRepublishing(now: Millis) {
-        republishQueue = rooms.values.filter(\.exists).map { .room($0.roomId) }
-            + conversations.values.filter(\.exists).map { .conversation($0.key) }
-            + workouts.keys.map { .workout($0) }
+        republishQueue = everything
         republishIndex = 0
         republishDue = republishQueue.isEmpty ? nil : now
     }
@@ -384,16 +420,7 @@ public struct Engine {
         var out: [Publication] = []
         let end = min(republishQueue.count, republishIndex + Self.republishChunk)
         for item in republishQueue[republishIndex..<end] {
-            switch item {
-            case .room(let id):
-                if let room = rooms[id] {
-                    out.append(Publication(topic: topics.roomState(room: id), payload: room.snapshotBytes(epoch: epoch), retain: true))
-                }
-            case .conversation(let key):
-                if let conversation = conversations[key] { out += conversationSnapshots(conversation) }
-            case .workout(let key):
-                if let workout = workouts[key] { out.append(workoutSnapshot(workout)) }
-            }
+            out += snapshots(of: item)
         }
         republishIndex = end
         if republishIndex >= republishQueue.count {
@@ -408,17 +435,27 @@ public struct Engine {
 
     /// Every snapshot at once (benchmarks; the coordinator republishes in chunks).
     public func allSnapshots() -> [Publication] {
-        var out: [Publication] = []
-        for room in rooms.values where room.exists {
-            out.append(Publication(topic: topics.roomState(room: room.roomId), payload: room.snapshotBytes(epoch: epoch), retain: true))
+        everything.flatMap(snapshots(of:))
+    }
+
+    /// Every room, conversation and workout that has a snapshot.
+    var everything: [Republish] {
+        rooms.values.filter(\.exists).map { .room($0.roomId) }
+            + conversations.values.filter(\.exists).map { .conversation($0.key) }
+            + workouts.keys.map { .workout($0) }
+    }
+
+    /// The retained snapshot(s) of one room, conversation (both views) or workout, as
+    /// it is now.
+    func snapshots(of item: Republish) -> [Publication] {
+        switch item {
+        case .room(let id):
+            return rooms[id].map { [roomSnapshot($0)] } ?? []
+        case .conversation(let key):
+            return conversations[key].map(conversationSnapshots) ?? []
+        case .workout(let key):
+            return workouts[key].map { [workoutSnapshot($0)] } ?? []
         }
-        for conversation in conversations.values where conversation.exists {
-            out += conversationSnapshots(conversation)
-        }
-        for workout in workouts.values {
-            out.append(workoutSnapshot(workout))
-        }
-        return out
     }
 
     public func metricsPublication(uptimeSeconds: Double) -> Publication {

@@ -225,4 +225,24 @@ import TandemStore
         // What is left to wake for is the locks' lease, nothing of the republishing.
         #expect(e.nextDeadline == Self.t0 + 30 + 30_000)
     }
+
+    @Test func queriesAreDecodedAndRateLimitedByTheEngineAndHandedOver() {
+        var e = engine { $0.rateLimitPerSecond = 1; $0.rateLimitBurst = 1 }
+        let topic = "tandem/v1/users/alice/requests"
+        let query = JSON.obj(["requestId": "q1", "type": "logbook"]).serialized()
+        let first = e.ingest(topic: topic, payload: query, now: Self.t0)
+        #expect(first.isEmpty)
+        #expect(e.takeQueries().map(\.request.requestId) == ["q1"])
+        #expect(e.takeQueries().isEmpty)
+        // Over the limit: refused on the responses topic, nothing for the store.
+        let refused = e.ingest(topic: topic, payload: query, now: Self.t0)
+        #expect(refused.map(\.topic) == ["tandem/v1/users/alice/responses"])
+        #expect((try? JSON.parse(refused[0].payload))?["error"]?["code"] == "rate_limited")
+        #expect(e.takeQueries().isEmpty)
+        // Unreadable: an error response with the id when readable.
+        let bad = e.ingest(topic: topic, payload: JSON.obj(["requestId": "q2", "type": "gossip"]).serialized(), now: Self.t0 + 5000)
+        #expect((try? JSON.parse(bad[0].payload))?["requestId"] == "q2")
+        #expect((try? JSON.parse(bad[0].payload))?["error"]?["code"] == "invalid_payload")
+        #expect(e.metrics.messagesIn == 3)
+    }
 }

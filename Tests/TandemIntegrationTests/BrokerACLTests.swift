@@ -41,18 +41,10 @@ import Glibc
         "tandem/v1/users/bob/workouts/w1/health/watch",
         "tandem/v1/users/bob/requests",
         "tandem/v1/presence/bob/phone-1",
-        // what only the coordinator publishes
-        "tandem/v1/rooms/r1/state",
-        "tandem/v1/rooms/r1/changes",
-        "tandem/v1/users/alice/receipts",
-        "tandem/v1/users/alice/dm/conversations/bob",
-        "tandem/v1/users/alice/workouts/w1/state",
-        "tandem/v1/coordinator/status",
-        "tandem/v1/coordinator/metrics",
         // one level too deep
         "tandem/v1/rooms/r1/events/alice/x",
         "tandem/v1/presence/alice/phone-1/x",
-    ])
+    ] + BrokerACLTests.coordinatorOnlyTopics)
     func aliceCannotWrite(topic: String) async throws {
         try await withBroker(.shipped) { broker in
             let through = try await delivered(broker, from: "alice", to: "coordinator", topic: topic)
@@ -60,7 +52,8 @@ import Glibc
         }
     }
 
-    @Test(arguments: [
+    /// What only the coordinator publishes.
+    static let coordinatorOnlyTopics = [
         "tandem/v1/rooms/r1/state",
         "tandem/v1/rooms/r1/changes",
         "tandem/v1/users/alice/receipts",
@@ -68,7 +61,9 @@ import Glibc
         "tandem/v1/users/alice/workouts/w1/state",
         "tandem/v1/coordinator/status",
         "tandem/v1/coordinator/metrics",
-    ])
+    ]
+
+    @Test(arguments: BrokerACLTests.coordinatorOnlyTopics)
     func coordinatorWritesOutboundTopics(topic: String) async throws {
         try await withBroker(.shipped) { broker in
             let through = try await delivered(broker, from: "coordinator", to: "alice", topic: topic)
