@@ -8,17 +8,22 @@ import TandemStore
 /// Decoding, refusals and the rate limit are the engine's (`Engine.ingestQuery`).
 extension CoordinatorService {
     /// Reads what a query asks for and answers it (the engine already decoded and
-    /// rate-limited it).
-    func answer(_ query: Engine.Query, store: TandemStore, client: MQTTClient) async {
+    /// rate-limited it). Returns false when the store could not be read (the client is
+    /// told so; the metrics count it as an error).
+    @discardableResult
+    func answer(_ query: Engine.Query, store: TandemStore, client: MQTTClient) async -> Bool {
         let request = query.request
         let response: JSON
+        var answered = true
         do {
             response = try await respond(to: request, from: query.user, store: store)
         } catch {
+            answered = false
             logger.error("answering \(request.kind.rawValue) \(request.requestId) for \(query.user) failed: \(error)")
             response = ClientRequest.errorResponse(requestId: request.requestId, kind: request.kind.rawValue, .invalid("the coordinator could not read its database"))
         }
         client.enqueueLogged(topics.responses(user: query.user), payload: response.serialized(), retain: false, logger: logger)
+        return answered
     }
 
     private func respond(to request: ClientRequest, from user: String, store: TandemStore) async throws -> JSON {

@@ -143,8 +143,8 @@ public final class CoordinatorService: Service {
                     case .message(let message):
                         let immediate = engine.ingest(topic: message.topic, payload: message.payload, now: now)
                         send(immediate, via: client, metrics: &engine.metrics)
-                        for query in engine.takeQueries() {
-                            await answer(query, store: store, client: client)
+                        for query in engine.takeQueries() where await !answer(query, store: store, client: client) {
+                            engine.metrics.errors += 1
                         }
                     case .connection(.connected(let sessionPresent)):
                         connections += 1

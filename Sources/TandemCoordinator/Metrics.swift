@@ -19,6 +19,8 @@ public struct Metrics: Sendable {
     public var commitMillisTotal = 0.0
     public var commitMillisMax = 0.0
     public var publishErrors = 0
+    /// Failures the coordinator survived (a query whose store read failed). A failed
+    /// commit is not counted: it stops the coordinator.
     public var errors = 0
 
     public init() {}
