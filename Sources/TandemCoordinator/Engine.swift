@@ -227,10 +227,10 @@ public struct Engine {
             return []
         case .request(let user):
             return ingestQuery(user: user, payload: payload, now: now)
-        case .invalid(let user, let kind, let reason):
-            let idKey = kind == .room ? "eventId" : "commandId"
-            let id = (try? JSON.parse(payload))?[idKey]?.stringValue.flatMap { Identifier.isValid($0) ? $0 : nil } ?? ""
-            return [receipt(.rejected(id: id, kind: kind, .invalid(reason), version: nil), to: user)]
+        case .invalid(let user, let kind, let reason, let idSource, let workout):
+            metrics.rejected += 1
+            let version = workout.flatMap { workouts[WorkoutKey(user: user, workoutId: $0)]?.version }
+            return [receipt(.rejected(id: idSource.id(of: payload), kind: kind, .invalid(reason), version: version), to: user)]
         }
     }
 
