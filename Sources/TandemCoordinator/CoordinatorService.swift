@@ -55,14 +55,15 @@ public final class CoordinatorService: Service {
                 will: MQTTWill(topic: topics.coordinatorStatus, payload: Self.offlinePayload, qos: .atLeastOnce, retain: true),
                 session: .persistent(expirySeconds: configuration.sessionExpirySeconds),
                 maxInflight: 20_000,
-                receiveMaximum: 20_000
+                receiveMaximum: 20_000,
+                tls: configuration.tls
             ),
             logger: Logger(label: "tandem.mqtt")
         )
         // Registered before CONNECT: whatever the broker queued for our session while we
         // were down is delivered into this subscription, not dropped.
         let inbound = try await client.subscribe(topics.inboundFilters, qos: .atLeastOnce)
-        logger.info("connecting to MQTT broker \(configuration.host):\(configuration.port) as \(configuration.username ?? "(anonymous)"), client id \(configuration.clientId)")
+        logger.info("connecting to MQTT broker \(configuration.host):\(configuration.port)\(configuration.tls == nil ? "" : " over TLS") as \(configuration.username ?? "(anonymous)"), client id \(configuration.clientId)")
         do {
             try await cancelWhenGracefulShutdown { try await client.connect() }
         } catch {
