@@ -17,6 +17,15 @@ public enum BrokerConfiguration: Sendable {
     /// and persistence paths (temporary copies) replaced: a test against it proves
     /// the configuration users run.
     case shipped
+    /// The shipped mosquitto.conf with the `acl` and `passwords` of this folder instead
+    /// (as written by scripts/gen-broker-auth, e.g. for another topic root).
+    case generated(String)
+
+    /// Whether clients log in (the demo users and their `NAME-demo` passwords).
+    public var authenticates: Bool {
+        if case .open = self { return false }
+        return true
+    }
 }
 
 /// A real mosquitto for a test, on a free loopback port, with its files (generated
@@ -191,10 +200,12 @@ public final class MosquittoBroker: Sendable {
         // The container's TLS folder; a TLS listener with local paths is added below.
         var dropped: Set<String> = ["include_dir"]
         switch configuration {
-        case .shipped:
+        case .shipped, .generated:
+            var source = configDirectory
+            if case .generated(let folder) = configuration { source = folder }
             for file in ["passwords", "acl"] {
                 try FileManager.default.copyItem(
-                    atPath: configDirectory + "/" + file, toPath: directory + "/" + file)
+                    atPath: source + "/" + file, toPath: directory + "/" + file)
             }
             replacements["password_file"] = "password_file \(directory)/passwords"
             replacements["acl_file"] = "acl_file \(directory)/acl"
@@ -232,7 +243,7 @@ public final class MosquittoBroker: Sendable {
     }
 
     /// The repository this file is in: Tests/TestSupport/MosquittoBroker.swift.
-    static var repositoryRoot: String {
+    public static var repositoryRoot: String {
         URL(fileURLWithPath: #filePath)
             .deletingLastPathComponent()  // TestSupport
             .deletingLastPathComponent()  // Tests
