@@ -78,12 +78,18 @@ struct TandemCoordinatorCommand: AsyncParsableCommand {
     @Flag(help: "Check the database's integrity, print a summary of what it holds, and exit (1 when the check finds a problem).")
     var check = false
 
+    @Flag(help: "With --check or --backup: print the report as one JSON object.")
+    var json = false
+
     @Option(help: ArgumentHelp(
         "Write a consistent copy of the database to this new file and exit; safe while a coordinator runs on it.",
         valueName: "path"))
     var backup: String?
 
     func validate() throws {
+        if json, !check, backup == nil {
+            throw ValidationError("--json goes with --check or --backup")
+        }
         _ = try resolve(environment: ProcessInfo.processInfo.environment)
     }
 
@@ -105,7 +111,7 @@ struct TandemCoordinatorCommand: AsyncParsableCommand {
                 } else {
                     report = try await CoordinatorService.checkDatabase(at: settings.configuration.databasePath)
                 }
-                print(report.text)
+                print(json ? report.json : report.text)
                 guard report.isSound else {
                     FileHandle.standardError.write(Data("tandem-coordinator: the integrity check found problems (see above)\n".utf8))
                     throw ExitCode(1)
