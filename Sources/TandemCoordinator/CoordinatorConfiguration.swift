@@ -42,7 +42,3 @@ public struct CoordinatorConfiguration: Sendable {
     public init() {}
 }
 
-/// The version the coordinator reports in its status.
-public enum TandemVersion {
-    public static let current = "0.1.0"
-}

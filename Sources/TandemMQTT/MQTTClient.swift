@@ -46,6 +46,10 @@ public final class MQTTClient: Sendable {
     /// Whether the connection is up at this moment.
     public var isConnected: Bool { core.isConnected }
 
+    /// Why the last connection attempt failed or the connection dropped ("connect to
+    /// H:P failed: Connection refused ..."), nil before any problem.
+    public var lastProblem: String? { core.state.withLock { $0.lastProblem } }
+
     /// Publishes and, for QoS 1, waits for the broker's PUBACK.
     public func publish(_ topic: String, payload: [UInt8], qos: MQTTQoS = .atLeastOnce, retain: Bool = false) async throws {
         try await core.publish(topic, payload: payload, qos: qos, retain: retain)
@@ -111,6 +115,7 @@ final class ClientCore: @unchecked Sendable {
         var restoringMids: Set<Int32> = []
         var permanentFailure: MQTTError?
         var lastLibraryError: String?
+        var lastProblem: String?
         /// The CONNACK's session-present flag of the current connection.
         var sessionPresent = false
         /// QoS 1 messages enqueued while there was no connection, oldest first.
@@ -256,7 +261,8 @@ final class ClientCore: @unchecked Sendable {
                     break
                 } else {
                     let reason = "connect to \(configuration.host):\(configuration.port) failed: \(LibMosquitto.errorString(rc)) (errno \(errno): \(String(cString: strerror(errno))))"
-                    logger.warning("\(reason); retrying in \(delay) s")
+                    state.withLock { $0.lastProblem = reason }
+                    logger.info("\(reason); retrying in \(delay) s")
                     eventsContinuation.yield(.disconnected(reason: reason))
                     _ = wake.wait(timeout: .now() + delay)
                     delay = min(delay * 2, configuration.reconnectDelayMax)
@@ -528,6 +534,7 @@ final class ClientCore: @unchecked Sendable {
     /// Fails everything that waits on this connection; returns whether it was up.
     func markDisconnected(reason: String) -> Bool {
         let (wasConnected, publishes, acks, connectWaiters, permanent, stopping) = state.withLock { s in
+            if s.phase == .running { s.lastProblem = reason }
             let was = s.connected
             s.connected = false
             let p = s.publishes.values.map(\.continuation)

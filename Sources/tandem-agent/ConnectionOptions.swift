@@ -38,6 +38,9 @@ struct ConnectionOptions: ParsableArguments {
     @Option(help: "The userId to act as [TANDEM_USER] (default: the username).")
     var user: String?
 
+    @Option(help: ArgumentHelp("Seconds a script or a one-shot command waits for the broker before it gives up with exit 1 [TANDEM_CONNECT_TIMEOUT] (default: 10). An interactive session (stdin a terminal) keeps trying.", valueName: "seconds"))
+    var connectTimeout: Double?
+
     @Flag(help: "One JSON object per line on stdout instead of human output.")
     var json = false
 
@@ -92,6 +95,12 @@ struct ConnectionOptions: ParsableArguments {
         if root.isEmpty || root.hasSuffix("/") || root.contains("+") || root.contains("#") {
             throw ValidationError("Invalid value for '--topic-root': '\(root)' must be a topic without wildcards or a trailing '/'.")
         }
+        if let connectTimeout, !(connectTimeout.isFinite && connectTimeout > 0) {
+            throw ValidationError("Invalid value for '--connect-timeout': \(connectTimeout) is not a positive number of seconds.")
+        }
+        if connectTimeout == nil, let text = Self.env("TANDEM_CONNECT_TIMEOUT"), Double(text).map({ $0.isFinite && $0 > 0 }) != true {
+            throw ValidationError("Invalid value for TANDEM_CONNECT_TIMEOUT: '\(text)' is not a positive number of seconds.")
+        }
         do {
             _ = try security.resolve()
         } catch {
@@ -102,17 +111,23 @@ struct ConnectionOptions: ParsableArguments {
         }
     }
 
-    func configuration() throws -> AgentConfiguration {
+    /// `oneShot`: a command that answers once and exits (logbook, dm history) gives up
+    /// on an unreachable broker after the timeout even from a terminal; so does any
+    /// command whose stdin is not a terminal (a script).
+    func configuration(oneShot: Bool) throws -> AgentConfiguration {
         let (password, tls) = try security.resolve()
+        let seconds = connectTimeout ?? Self.env("TANDEM_CONNECT_TIMEOUT").flatMap(Double.init) ?? 10
+        let scripted = oneShot || isatty(0) != 1
         return AgentConfiguration(
             host: resolvedHost, port: resolvedPort, username: resolvedUsername, password: password,
-            topicRoot: resolvedTopicRoot, user: resolvedUser ?? "", json: json, tls: tls
+            topicRoot: resolvedTopicRoot, user: resolvedUser ?? "", json: json, tls: tls,
+            connectTimeout: scripted ? .milliseconds(Int64(seconds * 1000)) : nil
         )
     }
 
     /// Logging to stderr at the chosen level, the console, and the session (not yet
     /// connected).
-    func makeSession() throws -> AgentSession {
+    func makeSession(oneShot: Bool) throws -> AgentSession {
         let level = resolvedLogLevel
         LoggingSystem.bootstrap { label in
             var handler = StreamLogHandler.standardError(label: label)
@@ -121,16 +136,16 @@ struct ConnectionOptions: ParsableArguments {
         }
         var logger = Logger(label: "tandem.agent")
         logger.logLevel = level
-        return try AgentSession(configuration: configuration(), console: Console(json: json), logger: logger)
+        return try AgentSession(configuration: configuration(oneShot: oneShot), console: Console(json: json), logger: logger)
     }
 }
 
 /// Runs an agent body: an AgentError (or any other) becomes one line on stderr (or an
 /// error object with --json) and exit code 1; the body's own code is the exit code.
-func runAgent(_ options: ConnectionOptions, _ body: (AgentSession) async throws -> Int32) async throws {
+func runAgent(_ options: ConnectionOptions, oneShot: Bool = false, _ body: (AgentSession) async throws -> Int32) async throws {
     let session: AgentSession
     do {
-        session = try options.makeSession()
+        session = try options.makeSession(oneShot: oneShot)
     } catch {
         Console(json: options.json).error("\(error)")
         throw ExitCode(1)

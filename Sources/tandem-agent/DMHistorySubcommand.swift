@@ -32,7 +32,7 @@ struct DMHistoryCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        try await runAgent(connection) { session in
+        try await runAgent(connection, oneShot: true) { session in
             try await QueryAgent(session: session).history(peer: peer, before: before, limit: limit)
         }
     }

@@ -19,7 +19,7 @@ struct LogbookCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        try await runAgent(connection) { session in
+        try await runAgent(connection, oneShot: true) { session in
             try await QueryAgent(session: session).logbook(limit: limit)
         }
     }

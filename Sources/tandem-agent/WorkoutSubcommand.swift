@@ -35,13 +35,15 @@ struct WorkoutCommand: AsyncParsableCommand {
     @Option(help: "A GPX track to replay (local only; default: a built-in 3 km loop).")
     var route: String?
 
-    @Option(help: "Send stop after this many seconds of running.")
+    // `.unconditional`: a negative number is read as the value (and refused by
+    // validate() with a message about the number) rather than as a missing value.
+    @Option(parsing: .unconditional, help: "Send stop after this many seconds of running.")
     var duration: Double?
 
-    @Option(help: "Seconds between published flight samples (local).")
+    @Option(parsing: .unconditional, help: "Seconds between published flight samples (local).")
     var flightInterval: Double = 3
 
-    @Option(help: "Target pace in seconds per km, for the pace alert (local).")
+    @Option(parsing: .unconditional, help: "Target pace in seconds per km, for the pace alert (local).")
     var targetPace: Double?
 
     @OptionGroup var connection: ConnectionOptions
@@ -67,11 +69,18 @@ struct WorkoutCommand: AsyncParsableCommand {
     func run() async throws {
         var fixes: [GPSFix]?
         if let route {
+            let text: String
             do {
-                let text = try String(contentsOfFile: route, encoding: .utf8)
+                text = try String(contentsOfFile: route, encoding: .utf8)
+            } catch {
+                let reason = FileManager.default.fileExists(atPath: route) ? "it is not readable UTF-8 text" : "no such file"
+                FileHandle.standardError.write(Data("error: cannot read the route \(route): \(reason)\n".utf8))
+                throw ExitCode(1)
+            }
+            do {
                 fixes = try GPX.parse(text)
             } catch {
-                FileHandle.standardError.write(Data("error: cannot read route \(route): \(error)\n".utf8))
+                FileHandle.standardError.write(Data("error: the route \(route) is not a usable GPX track: \(error)\n".utf8))
                 throw ExitCode(1)
             }
         }

@@ -39,6 +39,22 @@ import TandemCore
         #expect(LogbookEntry.table(entries).contains("w1"))
     }
 
+    /// Issue 14: the logbook printed 127.9 where the agent's own summary said 128.
+    @Test func theLogbookRoundsHeartRateAsTheSummaryDoes() throws {
+        let json = try JSON.parse(#"{"requestId":"r2","type":"logbook","workouts":[{"workoutId":"w1","startedAt":1,"endedAt":2,"origin":"watch","mode":"mirrored","summary":{"distance":1000,"elapsedTime":330,"averagePace":330,"averageHeartRate":127.9,"maxHeartRate":160.4}}]}"#)
+        let table = LogbookEntry.table(try LogbookEntry.entries(of: json))
+        #expect(table.contains("128") && table.contains("160"), "\(table)")
+        #expect(!table.contains("127.9"), "\(table)")
+    }
+
+    @Test func aScriptWithATypoExitsAsABadInvocation() {
+        #expect(AgentExit.code(badLines: 1, rejected: 0, abandoned: 0) == 64)
+        #expect(AgentExit.code(badLines: 1, rejected: 2, abandoned: 0) == 64)
+        #expect(AgentExit.code(badLines: 0, rejected: 1, abandoned: 0) == 1)
+        #expect(AgentExit.code(badLines: 0, rejected: 0, abandoned: 1) == 1)
+        #expect(AgentExit.code(badLines: 0, rejected: 0, abandoned: 0) == 0)
+    }
+
     @Test func typedPutsTheTypeFirst() {
         #expect(JSON.obj(["a": 1, "type": "x"]).typed("receipt").text == #"{"type":"receipt","a":1}"#)
     }

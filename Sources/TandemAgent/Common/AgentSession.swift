@@ -58,14 +58,48 @@ public final class AgentSession: Sendable {
 
     /// Connects (retrying network failures; throwing on refused credentials) and says
     /// we are online.
+    ///
+    /// With a ``AgentConfiguration/connectTimeout`` (scripts, one-shot commands) a broker
+    /// that cannot be reached in time ends the agent with one line, "cannot reach the
+    /// broker at H:P: <why>". Without one (an interactive session) it keeps trying, says
+    /// so once, and says when it is through.
     public func connect() async throws {
+        let target = "\(configuration.host):\(configuration.port)"
         do {
-            try await client.connect()
+            if let timeout = configuration.connectTimeout {
+                try await withThrowingTaskGroup(of: Bool.self) { group in
+                    group.addTask { try await self.client.connect(); return true }
+                    group.addTask { try await Task.sleep(for: timeout); return false }
+                    let connected = try await group.next() ?? false
+                    group.cancelAll()
+                    guard connected else {
+                        throw AgentError("cannot reach the broker at \(target): \(Self.why(client.lastProblem, timeout: timeout))")
+                    }
+                }
+            } else {
+                let announce = Task { [self] () -> Bool in
+                    do { try await Task.sleep(for: .seconds(3)) } catch { return false }
+                    console.error("cannot reach the broker at \(target) yet: \(Self.why(client.lastProblem, timeout: .seconds(3))); still trying (Ctrl-C to stop)")
+                    return true
+                }
+                defer { announce.cancel() }
+                try await client.connect()
+                announce.cancel()
+                if await announce.value { console.error("connected to the broker at \(target)") }
+            }
         } catch let error as MQTTError {
-            throw AgentError("cannot connect to \(configuration.host):\(configuration.port): \(error.message)")
+            throw AgentError("cannot reach the broker at \(target): \(error.message)")
         }
         try await client.publish(presenceTopic, payload: Self.online, qos: .atLeastOnce, retain: true)
         logger.debug("connected as \(clientId)")
+    }
+
+    /// The reason to print for a connection that did not come: what the client last
+    /// saw, or, when the TCP connection opened but nothing answered, that the port does
+    /// not seem to speak MQTT.
+    static func why(_ problem: String?, timeout: Duration) -> String {
+        if let problem { return problem }
+        return "no MQTT answer within \(timeout) (is that port an MQTT broker? a TLS listener needs --tls-ca-file)"
     }
 
     /// Background work every mode needs while it runs: after a reconnect, says online
@@ -79,11 +113,15 @@ public final class AgentSession: Sendable {
                 for await event in client.events {
                     switch event {
                     case .disconnected(let reason):
-                        if !sawDisconnect, !closing.load(ordering: .relaxed) { logger.warning("disconnected: \(reason)") }
+                        if !sawDisconnect, !closing.load(ordering: .relaxed) {
+                            logger.warning("disconnected: \(reason)")
+                            console.error("lost the broker at \(configuration.host):\(configuration.port): \(reason); reconnecting")
+                        }
                         sawDisconnect = true
                     case .connected:
                         guard sawDisconnect else { continue }
                         sawDisconnect = false
+                        console.error("back on the broker at \(configuration.host):\(configuration.port)")
                         logger.notice("reconnected; resending what is pending")
                         try? client.enqueue(presenceTopic, payload: Self.online, qos: .atLeastOnce, retain: true)
                         await sender.resendAll()
@@ -100,11 +138,17 @@ public final class AgentSession: Sendable {
         }
     }
 
-    /// Says offline and disconnects cleanly (so the will is not needed).
+    /// Says offline, then clears its retained presence, and disconnects cleanly (so the
+    /// will is not needed). Each run has a client id of its own; without the clearing,
+    /// every run left a retained `{"online":false}` on the broker forever. The offline
+    /// message goes first because the coordinator ignores an empty presence payload: it
+    /// learns "offline", then the broker forgets the topic. (After a crash the will's
+    /// retained offline stays, which is what tells the coordinator.)
     public func close() async {
         closing.store(true, ordering: .relaxed)
         if client.isConnected {
             try? await client.publish(presenceTopic, payload: Self.offline, qos: .atLeastOnce, retain: true)
+            try? await client.publish(presenceTopic, payload: [], qos: .atLeastOnce, retain: true)
         }
         await client.disconnect()
     }

@@ -64,7 +64,8 @@ extension LogbookEntry {
             table.rows.append([
                 e.workoutId, Format.dateTime(e.startedAt), e.origin, e.mode,
                 Format.distance(s?.distance ?? 0), Format.duration(s?.elapsedTime ?? 0), Format.pace(s?.averagePace),
-                s?.averageHeartRate.map(Format.number) ?? "-", s?.maxHeartRate.map(Format.number) ?? "-",
+                // Whole beats per minute, as the workout agent's own summary prints them.
+                s?.averageHeartRate.map { Format.number($0.rounded()) } ?? "-", s?.maxHeartRate.map { Format.number($0.rounded()) } ?? "-",
             ])
         }
         return table.rendered()

@@ -11,6 +11,8 @@ public actor DMAgent {
     /// Set once the retained snapshots are in and the list is printed; updates are
     /// printed from then on.
     private var started = false
+    /// Input lines that could not be understood (a typo in a script): the exit code says so.
+    private var badLines = 0
     private var console: Console { session.console }
 
     /// How long to wait after SUBACK for the retained snapshots.
@@ -52,6 +54,7 @@ public actor DMAgent {
     private func handle(line: String) async -> Bool {
         switch DMInput.parse(line) {
         case .failure(let error):
+            badLines += 1
             console.error(error.message)
         case .success(.nothing):
             break
@@ -123,6 +126,6 @@ public actor DMAgent {
         }
         let rejected = await session.sender.rejectedCount
         await session.close()
-        return abandoned.isEmpty && rejected == 0 ? 0 : 1
+        return AgentExit.code(badLines: badLines, rejected: rejected, abandoned: abandoned.count)
     }
 }

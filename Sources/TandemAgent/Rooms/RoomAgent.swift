@@ -12,6 +12,8 @@ public actor RoomAgent {
     /// The sticker of each edit still waiting for its receipt (marked in the table).
     private var pendingStickers: [String: String] = [:]
     private var started = false
+    /// Input lines that could not be understood (a typo in a script): the exit code says so.
+    private var badLines = 0
     private var lastShown: (version: Int64, stickers: [Sticker], pending: Set<String>)?
     private var console: Console { session.console }
 
@@ -66,6 +68,7 @@ public actor RoomAgent {
         let parsed: RoomInput
         switch RoomInput.parse(line) {
         case .failure(let error):
+            badLines += 1
             console.error(error.message)
             return true
         case .success(let input):
@@ -88,6 +91,7 @@ public actor RoomAgent {
             guard let made = try parsed.event(eventId: ids.next(), timestamp: WallClock.now(), shown: replica.visibleSticker) else { return true }
             event = made
         } catch {
+            badLines += 1
             console.error(error.message)
             return true
         }
@@ -159,6 +163,6 @@ public actor RoomAgent {
         }
         let rejected = await session.sender.rejectedCount
         await session.close()
-        return abandoned.isEmpty && rejected == 0 ? 0 : 1
+        return AgentExit.code(badLines: badLines, rejected: rejected, abandoned: abandoned.count)
     }
 }

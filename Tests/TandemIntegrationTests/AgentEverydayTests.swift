@@ -1,0 +1,88 @@
+import Foundation
+import Testing
+import TandemCore
+import TestSupport
+
+/// Issue 14: the agent as a new user meets it, driven as the real binary.
+@Suite struct AgentEverydayTests {
+    static let agent = CoordinatorProcess.binary("tandem-agent")
+
+    @Test(.timeLimit(.minutes(1)))
+    func aScriptWithNoBrokerGivesUpWithOneLine() async throws {
+        let port = try freeTCPPort()
+        let input = try Agent.inputFile(["create q1 a.png 1 1 1 1"])
+        let room = try ChildProcess(Self.agent, ["room", "--room", "r", "--user", "alice", "--port", String(port), "--connect-timeout", "2"], standardInput: input)
+        #expect(await room.waitForExit(timeout: .seconds(30)) == 1)
+        #expect(room.standardError.contains("cannot reach the broker at 127.0.0.1:\(port): "), "\(room.standardError)")
+        #expect(room.standardError.contains("Connection refused"), "\(room.standardError)")
+
+        // A one-shot command gives up too.
+        let logbook = try await ChildProcess.run(Self.agent, ["logbook", "--user", "alice", "--port", String(port), "--connect-timeout", "2"], timeout: .seconds(30))
+        #expect(logbook.exitCode == 1)
+        #expect(logbook.standardError.contains("cannot reach the broker"), "\(logbook.standardError)")
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aPortThatIsNotMQTTIsNamedAsSuch() async throws {
+        // A TCP listener that accepts and never speaks MQTT.
+        let port = try freeTCPPort()
+        let listener = try ChildProcess("/usr/bin/env", ["python3", "-c", """
+            import socket, time
+            s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind(("127.0.0.1", \(port))); s.listen(8)
+            held = []
+            end = time.time() + 40
+            s.settimeout(1)
+            while time.time() < end:
+                try: held.append(s.accept()[0])
+                except socket.timeout: pass
+            """])
+        defer { listener.signal(SIGKILL) }
+        try await Task.sleep(for: .milliseconds(500))
+        let logbook = try await ChildProcess.run(Self.agent, ["logbook", "--user", "alice", "--port", String(port), "--connect-timeout", "2"], timeout: .seconds(30))
+        #expect(logbook.exitCode == 1)
+        #expect(logbook.standardError.contains("cannot reach the broker at 127.0.0.1:\(port)"), "\(logbook.standardError)")
+        #expect(logbook.standardError.contains("is that port an MQTT broker"), "\(logbook.standardError)")
+    }
+
+    @Test(.timeLimit(.minutes(2)))
+    func aTypoInAScriptExits64AndItsPresenceIsGoneAfterwards() async throws {
+        try await withBroker(.shipped) { broker in
+            let coordinator = try await CoordinatorProcess.start(broker: broker)
+            let input = try Agent.inputFile(["mvoe c1 1 1", "create c1 a.png 1 1 10 10"])
+            let run = try await Agent(broker: broker, user: "alice").run(["room", "--room", "typo"], json: false, standardInput: input)
+            #expect(run.termination?.code == 64, "\(run.standardError)")
+            #expect(run.standardError.contains("mvoe"), "\(run.standardError)")
+
+            // No retained presence is left behind by a clean exit.
+            let retained = try await ChildProcess.run("mosquitto_sub", broker.arguments(user: "alice") + [
+                "-t", "tandem/v1/presence/alice/#", "-v", "-W", "2",
+            ])
+            #expect(!retained.standardOutput.contains("agent-alice"), "\(retained.standardOutput)")
+            #expect(await coordinator.stop() == 0)
+        }
+    }
+
+    @Test func cliRoughEdgesAreGone() async throws {
+        let unknown = try await ChildProcess.run(Self.agent, ["romo", "--room", "x"])
+        #expect(unknown.exitCode == 64)
+        #expect(unknown.standardError.contains("unknown subcommand 'romo'"), "\(unknown.standardError)")
+
+        let version = try await ChildProcess.run(Self.agent, ["--version"])
+        #expect(version.exitCode == 0)
+        #expect(version.standardOutput.trimmingCharacters(in: .whitespacesAndNewlines) == TandemVersion.current)
+
+        let historyHelp = try await ChildProcess.run(Self.agent, ["dm", "history", "--help"])
+        #expect(historyHelp.standardOutput.contains("history"), "\(historyHelp.standardOutput)")
+        #expect(!historyHelp.standardOutput.contains("take commands on stdin"), "\(historyHelp.standardOutput)")
+
+        let negative = try await ChildProcess.run(Self.agent, ["workout", "--device", "watch", "--start-origin", "local", "--workout", "w", "--user", "alice", "--duration", "-3"])
+        #expect(negative.exitCode == 64)
+        #expect(negative.standardError.contains("-3.0 must be a positive number"), "\(negative.standardError)")
+
+        let gpx = try await ChildProcess.run(Self.agent, ["workout", "--device", "watch", "--start-origin", "local", "--workout", "w", "--user", "alice", "--route", "/nonexistent/track.gpx"])
+        #expect(gpx.exitCode == 1)
+        #expect(gpx.standardError.contains("cannot read the route /nonexistent/track.gpx: no such file"), "\(gpx.standardError)")
+        #expect(!gpx.standardError.contains("NSCocoaErrorDomain"))
+    }
+}
