@@ -85,4 +85,39 @@ import TestSupport
         #expect(gpx.standardError.contains("cannot read the route /nonexistent/track.gpx: no such file"), "\(gpx.standardError)")
         #expect(!gpx.standardError.contains("NSCocoaErrorDomain"))
     }
+
+    /// Item 4: one line per event that matters, one redraw per change. Alice creates a
+    /// sticker and keeps her session open; her lock runs out (a 1 s lease), then the
+    /// coordinator stops: each gets one line, and no version of the room is drawn twice.
+    @Test(.timeLimit(.minutes(2)))
+    func aLockExpiringAndTheCoordinatorLeavingAreSaidOnceEach() async throws {
+        try await withBroker(.shipped) { broker in
+            let coordinator = try await CoordinatorProcess.start(broker: broker, arguments: ["--lock-lease-seconds", "1"])
+            let agent = Agent(broker: broker, user: "alice")
+            let script = "(printf 'create s1 a.png 1 1 10 10\\n'; sleep 6) | \(Self.agent) room --room said " + agent.connection.joined(separator: " ")
+            let child = try ChildProcess("/bin/sh", ["-c", script])
+            try await Task.sleep(for: .seconds(3))
+            #expect(await coordinator.stop() == 0)
+            #expect(await child.waitForExit(timeout: .seconds(60)) == 0, "\(child.standardError)")
+            let out = child.standardOutput
+            #expect(out.components(separatedBy: "your lock on s1 expired").count == 2, "\(out)")
+            #expect(out.components(separatedBy: "the coordinator is offline").count == 2, "\(out)")
+            let headers = out.split(separator: "\n").filter { $0.hasPrefix("room said · version") }
+            #expect(Set(headers).count == headers.count, "a version drawn twice: \(headers)")
+            #expect(headers.contains { $0.hasPrefix("room said · version 1 ") }, "\(headers)")
+            #expect(headers.contains { $0.hasPrefix("room said · version 2 ") }, "\(headers)")
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func yourOwnReadSaysItWasDone() async throws {
+        try await withBroker(.shipped) { broker in
+            let coordinator = try await CoordinatorProcess.start(broker: broker)
+            let input = try Agent.inputFile(["request bob hello", "read bob"])
+            let run = try await Agent(broker: broker, user: "alice").run(["dm"], json: false, standardInput: input)
+            #expect(run.termination?.code == 0, "\(run.standardError)")
+            #expect(run.standardOutput.contains("read bob: done"), "\(run.standardOutput)")
+            #expect(await coordinator.stop() == 0)
+        }
+    }
 }

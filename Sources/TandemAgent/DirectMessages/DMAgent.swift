@@ -11,6 +11,7 @@ public actor DMAgent {
     /// Set once the retained snapshots are in and the list is printed; updates are
     /// printed from then on.
     private var started = false
+    private var coordinator = CoordinatorWatch()
     /// Input lines that could not be understood (a typo in a script): the exit code says so.
     private var badLines = 0
     private var console: Console { session.console }
@@ -30,7 +31,8 @@ public actor DMAgent {
     /// exit code: 0, or 1 when a command was rejected or never answered.
     public func run(input: AsyncStream<String>) async throws -> Int32 {
         try await session.runInteractive(
-            topics: [session.topics.conversations(user: session.user)], input: input, settle: Self.retainedWait,
+            topics: [session.topics.conversations(user: session.user), session.topics.coordinatorStatus],
+            input: input, settle: Self.retainedWait,
             receipt: { await self.handle($0) },
             message: { await self.handle($0) },
             start: { await self.start() },
@@ -90,8 +92,13 @@ public actor DMAgent {
         switch settlement {
         case .unknown:
             return
-        case .acknowledged:
+        case .acknowledged(let outgoing):
             console.object(receipt.json.typed("receipt"))
+            // A read changes nothing the conversation view redraws when nothing was
+            // unread: say it was done rather than print nothing.
+            if !console.json, outgoing.label.hasPrefix("read ") {
+                console.line("\(outgoing.label): done")
+            }
         case .rejected(let outgoing):
             console.output(
                 human: "rejected: \(outgoing.label): \(receipt.code?.rawValue ?? "error"): \(receipt.message)",
@@ -100,6 +107,10 @@ public actor DMAgent {
     }
 
     private func handle(_ message: MQTTMessage) {
+        if message.topic == session.topics.coordinatorStatus {
+            if let news = coordinator.note(message.payload) { console.output(human: news.human, json: news.json) }
+            return
+        }
         let snapshot: ConversationSnapshot
         do {
             snapshot = try ConversationSnapshot.decode(message.payload)

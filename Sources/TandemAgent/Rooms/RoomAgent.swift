@@ -15,6 +15,7 @@ public actor RoomAgent {
     /// Input lines that could not be understood (a typo in a script): the exit code says so.
     private var badLines = 0
     private var lastShown: (version: Int64, stickers: [Sticker], pending: Set<String>)?
+    private var coordinator = CoordinatorWatch()
     private var console: Console { session.console }
 
     public static let retainedWait: Duration = .milliseconds(300)
@@ -29,7 +30,8 @@ public actor RoomAgent {
 
     public func run(input: AsyncStream<String>) async throws -> Int32 {
         try await session.runInteractive(
-            topics: [session.topics.roomState(room: roomId), session.topics.roomChanges(room: roomId)], input: input, settle: Self.retainedWait,
+            topics: [session.topics.roomState(room: roomId), session.topics.roomChanges(room: roomId), session.topics.coordinatorStatus],
+            input: input, settle: Self.retainedWait,
             receipt: { await self.handle($0) },
             message: { await self.handle($0) },
             start: { await self.start() },
@@ -48,7 +50,8 @@ public actor RoomAgent {
         guard started else { return }
         let stickers = replica.visibleStickers
         let pending = Set(pendingStickers.values)
-        if !force, let last = lastShown, last.version == replica.version, last.stickers == stickers, last.pending == pending { return }
+        if !force, let last = lastShown, last.version == replica.version, last.stickers == stickers,
+           console.json ? last.pending == pending : true { return }
         lastShown = (replica.version, stickers, pending)
         if console.json {
             console.object(.obj([
@@ -103,7 +106,10 @@ public actor RoomAgent {
         await session.sender.send(Outgoing(
             id: event.eventId, topic: session.topics.roomEvents(room: roomId, user: session.user),
             payload: event.json().serialized(), label: label))
-        show()
+        // A person sees the room once per change: when the coordinator's changes come
+        // (or the rejection), not also for the optimistic local copy. --json keeps
+        // every state, pending ones included.
+        if console.json { show() }
         return true
     }
 
@@ -131,12 +137,22 @@ public actor RoomAgent {
     }
 
     private func handle(_ message: MQTTMessage) {
+        if message.topic == session.topics.coordinatorStatus {
+            if let news = coordinator.note(message.payload) { console.output(human: news.human, json: news.json) }
+            return
+        }
         if message.topic.hasSuffix("/changes") {
             guard let changes = try? RoomChanges.decode(message.payload) else {
                 session.logger.warning("unreadable room changes on \(message.topic)")
                 return
             }
-            replica.changes(changes)
+            sayLostLocks(changes)
+            if replica.changes(changes) {
+                // Our edits the coordinator applied are no longer pending, receipt or not.
+                for change in changes.changes where change.userId == session.user {
+                    if let eventId = change.eventId { pendingStickers.removeValue(forKey: eventId) }
+                }
+            }
         } else {
             let snapshot: RoomSnapshot
             do {
@@ -154,6 +170,17 @@ public actor RoomAgent {
             }
         }
         show()
+    }
+
+    /// One line when a lock of ours expires under us (the lease ran out, or we were
+    /// offline past the grace period): the table alone would change without a word.
+    private func sayLostLocks(_ changes: RoomChanges) {
+        for change in changes.changes where change.type == .expire {
+            guard replica.confirmedStickers.first(where: { $0.id == change.stickerId })?.owner == session.user else { continue }
+            console.output(
+                human: "your lock on \(change.stickerId) expired (no edit within the lease, or offline past the grace period)",
+                json: .obj(["type": "lockExpired", "stickerId": .string(change.stickerId), "version": .int(change.version)]))
+        }
     }
 
     private func finish() async -> Int32 {
