@@ -55,6 +55,9 @@ import TandemCore
         #expect(FieldSalvage.string(Array(#"{"frame":{"eventId":"inner"},"eventId":"outer","#.utf8), key: "eventId") == "outer")
         #expect(FieldSalvage.string(Array(#"{"text":"\"eventId\":\"fake\"","x":"#.utf8), key: "eventId") == nil)
         #expect(FieldSalvage.string(Array(#"["eventId","e1"]"#.utf8), key: "eventId") == nil)
+        // The last member of a name decides, as in a parse (found by the fuzzer).
+        #expect(FieldSalvage.int64(Array(#"{"timestamp":1763740000000,"timestamp":17637459.9,"x":1}"#.utf8), key: "timestamp") == nil)
+        #expect(FieldSalvage.string(Array(#"{"eventId":"e1","eventId":"e\u0032","x":"#.utf8), key: "eventId") == nil)
     }
 
     @Test func anInvalidIdIsNotSalvaged() {

@@ -7,12 +7,15 @@
 /// only at members of the outermost object. A value counts only when it is complete and
 /// plain: a string without escapes followed by its closing quote, or an integer followed
 /// by a delimiter (so a number cut off by a truncated tail is never taken). Where a key
-/// appears twice, the last complete value wins, as in ``JSON/subscript(_:)``.
+/// appears twice, the last one decides, as in ``JSON/subscript(_:)``: when its value
+/// cannot be read this way, there is no value.
 public enum FieldSalvage {
     /// The string value of `key` in the outermost object, if one can be read.
     public static func string(_ bytes: some Collection<UInt8>, key: String) -> String? {
         var found: String?
         scan(Array(bytes), key: Array(key.utf8)) { bytes, start in
+            // The last member of that name decides, readable or not, as in a parse.
+            found = nil
             guard start < bytes.count, bytes[start] == quote else { return }
             var i = start + 1
             while i < bytes.count, bytes[i] != quote {
@@ -29,6 +32,7 @@ public enum FieldSalvage {
     public static func int64(_ bytes: some Collection<UInt8>, key: String) -> Int64? {
         var found: Int64?
         scan(Array(bytes), key: Array(key.utf8)) { bytes, start in
+            found = nil
             var i = start
             if i < bytes.count, bytes[i] == UInt8(ascii: "-") { i += 1 }
             let digits = i
