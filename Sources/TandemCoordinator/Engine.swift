@@ -116,6 +116,14 @@ public struct Engine {
     static let republishChunk = 200
     static let republishPauseMs: Millis = 10
 
+    /// The snapshots of a conversation (both views) that wait for the once-a-second
+    /// pacing, and when each conversation's snapshots last went out.
+    var conversationSnapshotDue: [ConversationKey: Millis] = [:]
+    var conversationLastSnapshot: [ConversationKey: Millis] = [:]
+    /// Conversation snapshots go out at most this often while only messages or read
+    /// marks change (ConversationChanges carry every change at once).
+    static let conversationSnapshotIntervalMs: Millis = 1_000
+
     enum Republish {
         case room(String)
         case conversation(ConversationKey)
@@ -317,6 +325,7 @@ public struct Engine {
         consider(leaseDeadlines.min?.at)
         consider(presence.nextDeadline)
         consider(workoutSnapshotDue.values.min())
+        consider(conversationSnapshotDue.values.min())
         consider(republishDue)
         if !pendingBatch.isEmpty { consider(0) }
         return deadline
@@ -380,7 +389,7 @@ public struct Engine {
         collectWorkoutSnapshots(now: now, changes: &changes)
 
         publishRooms(changes.rooms, order: changes.roomOrder, into: &step)
-        publishConversations(changes.conversations, into: &step)
+        publishConversations(changes.conversations, now: now, into: &step)
         publishWorkouts(changes.workouts, now: now, into: &step)
         step.publications += republishChunk(now: now)
         // Receipts last: by the time a client hears "accepted, version N", snapshot N is out.
@@ -393,7 +402,8 @@ public struct Engine {
     struct BatchChanges {
         var rooms: [String: [RoomChange]] = [:]
         var roomOrder: [String] = []
-        var conversations: Set<ConversationKey> = []
+        /// Each changed conversation's accepted commands, in order.
+        var conversations: [ConversationKey: ConversationBatch] = [:]
         var workouts: Set<WorkoutKey> = []
 
         mutating func room(_ roomId: String, _ change: RoomChange) {

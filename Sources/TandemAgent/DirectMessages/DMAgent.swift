@@ -28,7 +28,8 @@ public actor DMAgent {
     /// exit code: 0, or 1 when a command was rejected or never answered.
     public func run(input: AsyncStream<String>) async throws -> Int32 {
         try await session.runInteractive(
-            topics: [session.topics.conversations(user: session.user)], input: input, settle: Self.retainedWait,
+            topics: [session.topics.conversations(user: session.user), session.topics.allConversationChanges(user: session.user)],
+            input: input, settle: Self.retainedWait,
             receipt: { await self.handle($0) },
             message: { await self.handle($0) },
             start: { await self.start() },
@@ -97,16 +98,32 @@ public actor DMAgent {
     }
 
     private func handle(_ message: MQTTMessage) {
-        let snapshot: ConversationSnapshot
-        do {
-            snapshot = try ConversationSnapshot.decode(message.payload)
-        } catch {
-            session.logger.warning("unreadable conversation snapshot on \(message.topic): \(error)")
-            return
+        let updates: [ConversationBook.Update]?
+        let peer: String
+        if message.topic.hasSuffix("/changes") {
+            let changes: ConversationChanges
+            do {
+                changes = try ConversationChanges.decode(message.payload)
+            } catch {
+                session.logger.warning("unreadable conversation changes on \(message.topic): \(error)")
+                return
+            }
+            peer = changes.peer
+            updates = book.take(changes, now: WallClock.now())
+        } else {
+            let snapshot: ConversationSnapshot
+            do {
+                snapshot = try ConversationSnapshot.decode(message.payload)
+            } catch {
+                session.logger.warning("unreadable conversation snapshot on \(message.topic): \(error)")
+                return
+            }
+            peer = snapshot.peer
+            updates = book.take(snapshot)
         }
-        guard let updates = book.take(snapshot), started else { return }
+        guard let updates, started, let view = book.conversations[peer] else { return }
         if console.json {
-            console.object(snapshot.json.typed("conversation"))
+            console.object(view.json.typed("conversation"))
             for case .message(let peer, let m) in updates {
                 console.object(.obj(["type": "message", "peer": .string(peer), "message": m.json]))
             }
