@@ -1,5 +1,4 @@
 import TandemCore
-import TandemStore
 
 /// Direct messages: commands through the buffer, the full history in the store, each
 /// participant's view as ConversationChanges per batch and a paced retained snapshot.
