@@ -72,7 +72,7 @@ let package = Package(
         .executableTarget(
             name: "tandem-coordinator",
             dependencies: [
-                "TandemCoordinator",
+                "TandemCoordinator", "TandemMQTT",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -81,7 +81,7 @@ let package = Package(
         .executableTarget(
             name: "tandem-agent",
             dependencies: [
-                "TandemAgent",
+                "TandemAgent", "TandemMQTT",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]

@@ -8,7 +8,10 @@
 // traps when one fails, so libFuzzer saves the input:
 //   - JSON written by `serialized()` parses back to the same value (numbers compared by
 //     value: `-1e3` is read as a double and written as `-1000`, which reads as an integer);
-//   - a decoded event, command or control re-encoded with `json()` decodes to itself.
+//   - a decoded event, command or control re-encoded with `json()` decodes to itself;
+//   - an id salvaged from the raw bytes (FieldSalvage, used when a payload is not valid
+//     JSON) agrees with the parsed value whenever the bytes are JSON after all, and a
+//     rejection's id is always "" or a valid identifier / `<kind>:<timestamp>`.
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func tandemFuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
@@ -24,6 +27,20 @@ public func tandemFuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CI
     if case .success(let event) = EditEvent.decode(bytes) {
         let back = EditEvent.decode(event.json().serialized())
         precondition(back == .success(event), "EditEvent round trip: \(event) -> \(back)")
+    }
+    for key in ["eventId", "commandId"] {
+        if let salvaged = FieldSalvage.string(bytes, key: key), let json = try? JSON.parse(bytes), case .object = json {
+            precondition(json[key]?.stringValue == salvaged, "salvaged \(key) \(salvaged) differs from the parsed \(String(describing: json[key]))")
+        }
+    }
+    if let salvaged = FieldSalvage.int64(bytes, key: "timestamp"), let json = try? JSON.parse(bytes), case .object = json {
+        precondition(json["timestamp"]?.int64Value == salvaged, "salvaged timestamp \(salvaged) differs from the parsed one")
+    }
+    if case .failure(let failure) = EditEvent.decode(bytes) {
+        precondition(failure.id.isEmpty || Identifier.isValid(failure.id), "rejection id \(failure.id) is not an identifier")
+    }
+    if case .failure(let failure) = FlightData.decode(bytes) {
+        precondition(failure.id.isEmpty || failure.id.hasPrefix("flight:"), "rejection id \(failure.id)")
     }
     _ = DMCommand.decode(bytes)
     _ = WorkoutControl.decode(bytes)

@@ -31,6 +31,8 @@ CONTRACT_ENV = {
     "TANDEM_MQTT_PASSWORD", "TANDEM_DATABASE", "TANDEM_TOPIC_ROOT",
     "TANDEM_REORDER_WINDOW_MS", "TANDEM_MAX_SKEW_MS", "TANDEM_LOCK_LEASE_SECONDS",
     "TANDEM_PRESENCE_GRACE_SECONDS", "TANDEM_LOG_LEVEL", "TANDEM_CLIENT_ID",
+    "TANDEM_MQTT_PASSWORD_FILE", "TANDEM_MQTT_CA_FILE", "TANDEM_MQTT_CERT_FILE",
+    "TANDEM_MQTT_KEY_FILE", "TANDEM_METRICS_PORT", "TANDEM_METRICS_HOST",
 }
 
 
@@ -49,11 +51,14 @@ def load_tools():
 
 
 def schema_path():
+    """The schema's path, or None when it is not there (a clone of this repository
+    alone): then only the schema check is skipped, with a notice."""
     path = os.environ.get("TANDEM_COMPOSE_SCHEMA") or os.path.join(
         REPO, "..", "shared", "data", "compose-spec.json")
     if not os.path.isfile(path):
-        fatal(f"no Compose schema at {os.path.normpath(path)} "
-              "(set TANDEM_COMPOSE_SCHEMA, or put shared/ next to the repository)")
+        if os.environ.get("TANDEM_COMPOSE_SCHEMA"):
+            fatal(f"no Compose schema at {os.path.normpath(path)} (TANDEM_COMPOSE_SCHEMA)")
+        return None
     return path
 
 
@@ -63,7 +68,12 @@ def read(path):
 
 
 def check_schema(compose, yaml, jsonschema, problems):
-    with open(schema_path(), encoding="utf-8") as file:
+    path = schema_path()
+    if path is None:
+        print("validate-compose: notice: no Compose schema at ../shared/data/compose-spec.json "
+              "(set TANDEM_COMPOSE_SCHEMA to check against one); skipping only the schema check")
+        return
+    with open(path, encoding="utf-8") as file:
         schema = json.load(file)
     validator = jsonschema.Draft7Validator(schema)
     for error in sorted(validator.iter_errors(compose), key=lambda e: list(e.absolute_path)):
@@ -183,8 +193,9 @@ def main():
         for problem in problems:
             print(f"validate-compose: {problem}", file=sys.stderr)
         return 1
+    path = schema_path()
     print("validate-compose: docker-compose.yml and Dockerfile are consistent "
-          f"(schema {os.path.normpath(schema_path())})")
+          + (f"(schema {os.path.normpath(path)})" if path else "(no schema check)"))
     return 0
 
 

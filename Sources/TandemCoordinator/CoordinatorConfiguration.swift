@@ -1,4 +1,5 @@
 import TandemCore
+import TandemMQTT
 
 /// Everything the coordinator is told at start (CONTRACT "Operating contract").
 public struct CoordinatorConfiguration: Sendable {
@@ -6,6 +7,8 @@ public struct CoordinatorConfiguration: Sendable {
     public var port = 1883
     public var username: String?
     public var password: String?
+    /// TLS to the broker (`--tls-ca-file`, `--tls-cert-file`, `--tls-key-file`); nil: plain.
+    public var tls: MQTTTLS?
     public var clientId = "tandem-coordinator"
     public var databasePath = "./data/tandem.sqlite"
     public var topicRoot = Topics.defaultRoot

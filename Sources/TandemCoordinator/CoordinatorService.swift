@@ -55,14 +55,15 @@ public final class CoordinatorService: Service {
                 will: MQTTWill(topic: topics.coordinatorStatus, payload: Self.offlinePayload, qos: .atLeastOnce, retain: true),
                 session: .persistent(expirySeconds: configuration.sessionExpirySeconds),
                 maxInflight: 20_000,
-                receiveMaximum: 20_000
+                receiveMaximum: 20_000,
+                tls: configuration.tls
             ),
             logger: Logger(label: "tandem.mqtt")
         )
         // Registered before CONNECT: whatever the broker queued for our session while we
         // were down is delivered into this subscription, not dropped.
         let inbound = try await client.subscribe(topics.inboundFilters, qos: .atLeastOnce)
-        logger.info("connecting to MQTT broker \(configuration.host):\(configuration.port) as \(configuration.username ?? "(anonymous)"), client id \(configuration.clientId)")
+        logger.info("connecting to MQTT broker \(configuration.host):\(configuration.port)\(configuration.tls == nil ? "" : " over TLS") as \(configuration.username ?? "(anonymous)"), client id \(configuration.clientId)")
         do {
             try await cancelWhenGracefulShutdown { try await client.connect() }
         } catch {
@@ -216,11 +217,51 @@ public final class CoordinatorService: Service {
 
     /// What `--check` and `--backup` print: the integrity check and the summary.
     public struct CheckReport: Sendable {
+        /// The database file checked.
+        public var path: String
         /// "ok", or SQLite's list of problems.
         public var integrity: String
-        public var summary: String
+        public var summary: StoreSummary
         public var isSound: Bool { integrity == "ok" }
-        public var text: String { "integrity: \(integrity)\n\(summary)" }
+
+        /// For a person: one fact per line, sizes and dates readable.
+        public var text: String {
+            let s = summary
+            let created = Date(timeIntervalSince1970: Double(s.createdAt) / 1000).formatted(.iso8601)
+            return """
+                integrity: \(integrity)
+                database: \(path) (schema v\(s.schemaVersion), epoch \(s.epoch), created \(created))
+                size: \(Self.bytes(s.fileBytes)) (+ \(Self.bytes(s.walBytes)) write-ahead log not yet checkpointed)
+                rooms: \(s.rooms), conversations: \(s.conversations), workouts: \(s.workouts)
+                DM messages: \(s.messages), events logged: \(s.events), remembered ids: \(s.seenIds), logbook entries: \(s.logbookRows)
+                """
+        }
+
+        /// For scripts (`--check --json`): one JSON object.
+        public var json: String {
+            let s = summary
+            let bytes = JSON.obj([
+                "path": .string(path), "integrity": .string(integrity), "sound": .bool(isSound),
+                "schemaVersion": .int(Int64(s.schemaVersion)), "epoch": .string(s.epoch), "createdAt": .int(s.createdAt),
+                "fileBytes": .int(s.fileBytes), "walBytes": .int(s.walBytes),
+                "rooms": .int(Int64(s.rooms)), "conversations": .int(Int64(s.conversations)), "workouts": .int(Int64(s.workouts)),
+                "messages": .int(Int64(s.messages)), "events": .int(Int64(s.events)), "seenIds": .int(Int64(s.seenIds)),
+                "logbookRows": .int(Int64(s.logbookRows)),
+            ]).serialized()
+            return String(decoding: bytes, as: UTF8.self)
+        }
+
+        static func bytes(_ n: Int64) -> String {
+            if n < 1024 { return "\(n) B" }
+            let units = ["KiB", "MiB", "GiB", "TiB"]
+            var value = Double(n) / 1024
+            var unit = 0
+            while value >= 1024, unit < units.count - 1 {
+                value /= 1024
+                unit += 1
+            }
+            return String(format: "%.1f %@", value, units[unit])
+        }
     }
 
     /// `--check`: the database's integrity and what it holds.
@@ -233,7 +274,7 @@ public final class CoordinatorService: Service {
             let integrity = try await store.integrityCheck()
             let summary = try await store.summary()
             await store.close()
-            return CheckReport(integrity: integrity, summary: "\(summary)")
+            return CheckReport(path: path, integrity: integrity, summary: summary)
         } catch {
             await store.close()
             throw error
@@ -247,6 +288,9 @@ public final class CoordinatorService: Service {
     public static func backupDatabase(at path: String, to destination: String) async throws -> CheckReport {
         guard FileManager.default.fileExists(atPath: path) else {
             throw CheckError(message: "no database at \(path)")
+        }
+        guard !FileManager.default.fileExists(atPath: destination) else {
+            throw CheckError(message: "\(destination) already exists: a backup never overwrites a file; name a new one")
         }
         let store = try TandemStore.open(path: path)
         do {

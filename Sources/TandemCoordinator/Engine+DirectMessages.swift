@@ -13,7 +13,6 @@ extension Engine {
     mutating func ingestDMCommand(user: String, payload: [UInt8], now: Millis) -> [Publication] {
         switch DMCommand.decode(payload) {
         case .failure(let failure):
-            metrics.rejected += 1
             return [receipt(.rejected(id: failure.id, kind: .dm, failure.rejection, version: nil), to: user)]
         case .success(let command):
             let item = Buffered(user: user, id: command.commandId, command: .dm(command), payload: payload)

@@ -6,7 +6,6 @@ extension Engine {
     mutating func ingestRoomEvent(roomId: String, user: String, payload: [UInt8], now: Millis) -> [Publication] {
         switch EditEvent.decode(payload) {
         case .failure(let failure):
-            metrics.rejected += 1
             return [receipt(.rejected(id: failure.id, kind: .room, failure.rejection, version: roomVersion(roomId)), to: user)]
         case .success(let event):
             let item = Buffered(user: user, id: event.eventId, command: .room(roomId: roomId, event: event), payload: payload)

@@ -8,7 +8,6 @@ extension Engine {
         let key = WorkoutKey(user: user, workoutId: workoutId)
         switch WorkoutControl.decode(payload) {
         case .failure(let failure):
-            metrics.rejected += 1
             return [receipt(.rejected(id: failure.id, kind: .workout, failure.rejection, version: workouts[key]?.version), to: user)]
         case .success(let control):
             let item = Buffered(user: user, id: control.commandId, command: .workout(workoutId: workoutId, device: device, control: control), payload: payload)
@@ -36,11 +35,9 @@ extension Engine {
         let key = WorkoutKey(user: user, workoutId: workoutId)
         switch decoded {
         case .failure(let failure):
-            metrics.rejected += 1
             return [receipt(.rejected(id: failure.id, kind: .workout, failure.rejection, version: workouts[key]?.version), to: user)]
         case .success(let sample):
             guard takeToken(for: user, now: now) else {
-                metrics.rejected += 1
                 return [receipt(.rejected(id: id(sample), kind: .workout, Self.rateLimited, version: workouts[key]?.version), to: user)]
             }
             let outcome = apply(sample, &workouts[key])
@@ -51,7 +48,6 @@ extension Engine {
     /// Telemetry gets a receipt only when rejected; accepted samples make the snapshot due.
     mutating func telemetryOutcome(_ outcome: WorkoutOutcome, id: String, key: WorkoutKey, now: Millis) -> [Publication] {
         guard outcome.isAccepted else {
-            metrics.rejected += 1
             return [receipt(outcome.receipt(id: id), to: key.user)]
         }
         metrics.telemetryAccepted += 1

@@ -248,10 +248,9 @@ public struct Engine {
             return []
         case .request(let user):
             return ingestQuery(user: user, payload: payload, now: now)
-        case .invalid(let user, let kind, let reason):
-            let idKey = kind == .room ? "eventId" : "commandId"
-            let id = (try? JSON.parse(payload))?[idKey]?.stringValue.flatMap { Identifier.isValid($0) ? $0 : nil } ?? ""
-            return [receipt(.rejected(id: id, kind: kind, .invalid(reason), version: nil), to: user)]
+        case .invalid(let user, let kind, let reason, let idSource, let workout):
+            let version = workout.flatMap { workouts[WorkoutKey(user: user, workoutId: $0)]?.version }
+            return [receipt(.rejected(id: idSource.id(of: payload), kind: kind, .invalid(reason), version: version), to: user)]
         }
     }
 
@@ -261,12 +260,12 @@ public struct Engine {
     mutating func ingestQuery(user: String, payload: [UInt8], now: Millis) -> [Publication] {
         switch ClientRequest.decode(payload) {
         case .failure(let failure):
-            metrics.rejected += 1
+            metrics.queriesRefused += 1
             let kind = (try? JSON.parse(payload))?["type"]?.stringValue
             return [response(ClientRequest.errorResponse(requestId: failure.id, kind: kind, failure.rejection), to: user)]
         case .success(let request):
             guard takeToken(for: user, now: now) else {
-                metrics.rejected += 1
+                metrics.queriesRefused += 1
                 return [response(ClientRequest.errorResponse(requestId: request.requestId, kind: request.kind.rawValue, Self.rateLimited), to: user)]
             }
             queries.append(Query(user: user, request: request))
@@ -293,11 +292,9 @@ public struct Engine {
                 if seen[key]!.waitingCopies < .max { seen[key]!.waitingCopies += 1 }
                 return []
             }
-            metrics.duplicates += 1
             return [receipt(.duplicate(id: item.id, kind: kind, version: currentVersion, original: entry.original), to: item.user)]
         }
         if !takeToken(for: item.user, now: now) {
-            metrics.rejected += 1
             return [receipt(.rejected(id: item.id, kind: kind, Self.rateLimited, version: currentVersion), to: item.user)]
         }
         seen[key] = SeenEntry(at: now, inBuffer: true)
@@ -322,8 +319,11 @@ public struct Engine {
         return buckets[user]!.take(now: now)
     }
 
-    func receipt(_ receipt: Receipt, to user: String) -> Publication {
-        Publication(topic: topics.receipts(user: user), payload: receipt.json.serialized())
+    /// Every receipt the coordinator sends is made here, and counted here: once, by
+    /// status and code.
+    mutating func receipt(_ receipt: Receipt, to user: String) -> Publication {
+        metrics.count(receipt)
+        return Publication(topic: topics.receipts(user: user), payload: receipt.json.serialized())
     }
 
     // MARK: Step
@@ -377,7 +377,6 @@ public struct Engine {
                 target = "\(item.user)/\(workoutId)"
                 receipt = applyWorkoutControl(control, workoutId: workoutId, device: device, user: item.user, now: now, changes: &changes, batch: &step.batch)
             }
-            metrics.count(receipt)
             let key = SeenKey(user: item.user, id: item.id)
             let original = Receipt.Original(receipt)
             var entry = seen[key] ?? SeenEntry(at: now)
@@ -392,7 +391,6 @@ public struct Engine {
                 status: receipt.status, code: receipt.code, version: receipt.version, payload: item.payload))
             receipts.append(self.receipt(receipt, to: item.user))
             for _ in 0..<Int(copies) {
-                metrics.duplicates += 1
                 receipts.append(self.receipt(.duplicate(id: item.id, kind: receipt.kind, version: receipt.version, original: original), to: item.user))
             }
         }

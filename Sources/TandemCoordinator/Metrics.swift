@@ -7,6 +7,10 @@ public struct Metrics: Sendable {
     public var accepted = 0
     public var rejected = 0
     public var duplicates = 0
+    /// Rejections by code (`invalid_payload`, `owned_by_other`, ...): they add up to `rejected`.
+    public var rejectionsByCode: [ReceiptCode: Int] = [:]
+    /// Queries (DM history, logbook) refused with an error response (unreadable, rate limit).
+    public var queriesRefused = 0
     /// Messages dropped without an answer: invalid `{userId}` level, unknown topic.
     public var dropped = 0
     /// Events that sorted before events already applied (applied anyway, state not rewound).
@@ -28,9 +32,19 @@ public struct Metrics: Sendable {
     mutating func count(_ receipt: Receipt) {
         switch receipt.status {
         case .accepted: accepted += 1
-        case .rejected: rejected += 1
+        case .rejected:
+            rejected += 1
+            if let code = receipt.code { rejectionsByCode[code, default: 0] += 1 }
         case .duplicate: duplicates += 1
         }
+    }
+
+    /// `{"invalid_payload":3,"not_found":1}`: the rejections by code.
+    var rejectionsJSON: JSON {
+        let members: [JSON.Member] = rejectionsByCode
+            .sorted { $0.key.rawValue < $1.key.rawValue }
+            .map { JSON.Member($0.key.rawValue, JSON.int(Int64($0.value))) }
+        return .object(members)
     }
 
     func json(uptimeSeconds: Double, bufferDepth: Int, rooms: Int, conversations: Int, workouts: Int, seenIds: Int) -> JSON {
@@ -43,6 +57,8 @@ public struct Metrics: Sendable {
                 "rejected": .int(Int64(rejected)),
                 "duplicate": .int(Int64(duplicates)),
             ]),
+            "rejections": rejectionsJSON,
+            "queriesRefused": .int(Int64(queriesRefused)),
             "dropped": .int(Int64(dropped)),
             "lateEvents": .int(Int64(lateEvents)),
             "clampedTimestamps": .int(Int64(clampedTimestamps)),

@@ -65,8 +65,10 @@ public struct Topics: Sendable, Equatable {
         case health(user: String, workout: String, device: Device)
         case request(user: String)
         case presence(user: String, clientId: String)
-        /// The sender is known but another topic level is invalid: answer `invalid_payload`.
-        case invalid(user: String, kind: Receipt.Kind, reason: String)
+        /// The sender is known but another topic level is invalid: answer `invalid_payload`,
+        /// under the id read as `idSource` says, with the current version of `workout`
+        /// when the topic named a valid one.
+        case invalid(user: String, kind: Receipt.Kind, reason: String, idSource: ReceiptIdSource, workout: String? = nil)
     }
 
     /// Parses a topic the coordinator received. Returns nil for a topic that is not
@@ -81,7 +83,7 @@ public struct Topics: Sendable, Equatable {
             let user = levels[3]
             guard Identifier.isValid(user) else { return nil }
             guard Identifier.isValid(levels[1]) else {
-                return .invalid(user: String(user), kind: .room, reason: "invalid roomId in topic")
+                return .invalid(user: String(user), kind: .room, reason: "invalid roomId in topic", idSource: .field("eventId"))
             }
             return .roomEvent(room: String(levels[1]), user: String(user))
         case (3, "presence"):
@@ -99,11 +101,16 @@ public struct Topics: Sendable, Equatable {
             if levels.count == 6, levels[2] == "workouts" {
                 let kind = levels[4]
                 guard kind == "control" || kind == "flight" || kind == "health" else { return nil }
+                let idSource: ReceiptIdSource = switch kind {
+                case "flight": .timestamp(prefix: "flight")
+                case "health": .timestamp(prefix: "health")
+                default: .field("commandId")
+                }
                 guard Identifier.isValid(levels[3]) else {
-                    return .invalid(user: user, kind: .workout, reason: "invalid workoutId in topic")
+                    return .invalid(user: user, kind: .workout, reason: "invalid workoutId in topic", idSource: idSource)
                 }
                 guard let device = Device(rawValue: String(levels[5])) else {
-                    return .invalid(user: user, kind: .workout, reason: "device must be phone or watch")
+                    return .invalid(user: user, kind: .workout, reason: "device must be phone or watch", idSource: idSource, workout: String(levels[3]))
                 }
                 let workout = String(levels[3])
                 switch kind {

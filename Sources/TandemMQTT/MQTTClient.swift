@@ -110,6 +110,7 @@ final class ClientCore: @unchecked Sendable {
         /// SUBACKs still outstanding before the connection counts as ready.
         var restoringMids: Set<Int32> = []
         var permanentFailure: MQTTError?
+        var lastLibraryError: String?
         /// The CONNACK's session-present flag of the current connection.
         var sessionPresent = false
         /// QoS 1 messages enqueued while there was no connection, oldest first.
@@ -168,6 +169,18 @@ final class ClientCore: @unchecked Sendable {
         try MQTTError.check(mosquitto_threaded_set(mosq, true), "set threaded mode")
         if let username = c.username {
             try MQTTError.check(mosquitto_username_pw_set(mosq, username, c.password), "set username")
+        }
+        if let tls = c.tls {
+            try MQTTError.check(mosquitto_tls_set(mosq, tls.caFile, nil, tls.certFile, tls.keyFile, nil),
+                                "TLS: CA file \(tls.caFile)\(tls.certFile.map { ", certificate \($0)" } ?? "")\(tls.keyFile.map { ", key \($0)" } ?? "")")
+            // SSL_VERIFY_PEER (1): the broker's certificate must verify against the CA.
+            try MQTTError.check(mosquitto_tls_opts_set(mosq, 1, nil, nil), "TLS options")
+            // Host name verification stays on: the certificate must name the host we dial.
+            try MQTTError.check(mosquitto_tls_insecure_set(mosq, false), "TLS host name verification")
+            mosquitto_log_callback_set(mosq) { _, context, level, text in
+                guard level == MOSQ_LOG_ERR, let text else { return }
+                ClientCore.from(context).noteLibraryError(String(cString: text))
+            }
         }
         if let will = c.will {
             let rc = will.payload.withUnsafeBytes { buf in
@@ -239,6 +252,8 @@ final class ClientCore: @unchecked Sendable {
                 let rc = connectOnce()
                 if rc == MOSQ_ERR_SUCCESS.rawValue {
                     socketOpen = true
+                } else if rc == MOSQ_ERR_TLS.rawValue, failTLSForGood() {
+                    break
                 } else {
                     let reason = "connect to \(configuration.host):\(configuration.port) failed: \(LibMosquitto.errorString(rc)) (errno \(errno): \(String(cString: strerror(errno))))"
                     logger.warning("\(reason); retrying in \(delay) s")
@@ -249,6 +264,10 @@ final class ClientCore: @unchecked Sendable {
                 }
             }
             let rc = mosquitto_loop(mosq, 1000, 1)
+            if rc == MOSQ_ERR_TLS.rawValue, failTLSForGood() {
+                socketOpen = false
+                break
+            }
             if rc != MOSQ_ERR_SUCCESS.rawValue {
                 socketOpen = false
                 let wasConnected = markDisconnected(reason: "connection lost: \(LibMosquitto.errorString(rc))")
@@ -266,6 +285,35 @@ final class ClientCore: @unchecked Sendable {
         }
         _ = markDisconnected(reason: "client shut down")
         state.withLock { $0.phase = .stopped }
+    }
+
+    /// A TLS failure before the first connection ever succeeded (the broker's certificate
+    /// does not verify against the CA file, or does not name the host; a plain listener
+    /// on that port) is configuration, which retrying cannot fix: every waiting
+    /// `connect()` fails with a readable error and the loop stops. Returns false once
+    /// connected before: then a TLS error is a network fault and is retried.
+    func failTLSForGood() -> Bool {
+        let waiters = state.withLock { s -> [CheckedContinuation<Void, any Error>]? in
+            guard !s.everConnected else { return nil }
+            let detail = s.lastLibraryError.map { ": \($0)" } ?? ""
+            let error = MQTTError(.library(code: MOSQ_ERR_TLS.rawValue),
+                "TLS handshake with \(configuration.host):\(configuration.port) failed\(detail) (is the broker's certificate signed by the CA in \(configuration.tls?.caFile ?? "(no CA file)") and issued for \(configuration.host)? is that port a TLS listener?)")
+            s.permanentFailure = error
+            defer { s.connectWaiters.removeAll() }
+            return Array(s.connectWaiters.values)
+        }
+        guard let waiters else { return false }
+        let error = state.withLock { $0.permanentFailure! }
+        logger.error("\(error.message)")
+        eventsContinuation.yield(.disconnected(reason: error.message))
+        waiters.forEach { $0.resume(throwing: error) }
+        return true
+    }
+
+    /// libmosquitto's own error lines (OpenSSL's reason for a failed handshake): the last
+    /// one goes into the error a failed TLS connect reports.
+    func noteLibraryError(_ text: String) {
+        state.withLock { $0.lastLibraryError = text }
     }
 
     private func connectOnce() -> Int32 {

@@ -1,3 +1,10 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import CMosquitto
+
 /// How to reach the broker and what kind of session to keep.
 public struct MQTTConfiguration: Sendable {
     public var host: String
@@ -17,6 +24,8 @@ public struct MQTTConfiguration: Sendable {
     /// Reconnect backoff: first delay and the cap, in seconds (doubling in between).
     public var reconnectDelay: Double
     public var reconnectDelayMax: Double
+    /// TLS to the broker; nil: plain TCP.
+    public var tls: MQTTTLS?
 
     public enum Session: Sendable, Equatable {
         /// A new session on every connect; nothing kept by the broker.
@@ -39,7 +48,8 @@ public struct MQTTConfiguration: Sendable {
         maxInflight: Int = 1000,
         receiveMaximum: Int = 1000,
         reconnectDelay: Double = 0.25,
-        reconnectDelayMax: Double = 10
+        reconnectDelayMax: Double = 10,
+        tls: MQTTTLS? = nil
     ) {
         self.host = host
         self.port = port
@@ -53,6 +63,45 @@ public struct MQTTConfiguration: Sendable {
         self.receiveMaximum = receiveMaximum
         self.reconnectDelay = reconnectDelay
         self.reconnectDelayMax = reconnectDelayMax
+        self.tls = tls
+    }
+}
+
+/// TLS to the broker: its certificate is verified against `caFile`, host name included
+/// (never turned off); `certFile` and `keyFile` add a client certificate.
+public struct MQTTTLS: Sendable, Equatable {
+    public var caFile: String
+    public var certFile: String?
+    public var keyFile: String?
+
+    public init(caFile: String, certFile: String? = nil, keyFile: String? = nil) {
+        self.caFile = caFile
+        self.certFile = certFile
+        self.keyFile = keyFile
+    }
+}
+
+/// Reading a password from a file (`--password-file`), so that it never stands on a
+/// command line where every local user can read it in the process list.
+public enum MQTTPasswordFile {
+    /// The file's first line, without its line ending. An empty or unreadable file is an
+    /// error naming the file.
+    public static func read(_ path: String) throws(MQTTError) -> String {
+        guard let file = fopen(path, "r") else {
+            throw MQTTError(.library(code: MOSQ_ERR_INVAL.rawValue), "cannot read the password file \(path): \(String(cString: strerror(errno)))")
+        }
+        defer { fclose(file) }
+        var bytes: [UInt8] = []
+        while true {
+            let c = getc(file)
+            if c == EOF || c == 0x0A { break }
+            bytes.append(UInt8(truncatingIfNeeded: c))
+        }
+        if bytes.last == 0x0D { bytes.removeLast() }
+        guard !bytes.isEmpty else {
+            throw MQTTError(.library(code: MOSQ_ERR_INVAL.rawValue), "the password file \(path) is empty")
+        }
+        return String(decoding: bytes, as: UTF8.self)
     }
 }
 
@@ -101,4 +150,46 @@ public enum MQTTConnectionEvent: Sendable, Equatable {
     case connected(sessionPresent: Bool)
     /// The connection dropped (or an attempt failed); the client retries after a backoff.
     case disconnected(reason: String)
+}
+
+/// The secret and TLS settings as a command line gives them (each already merged from
+/// its flag and environment variable), checked together: both a password and a
+/// password file, a certificate without its key, or a file that cannot be read is an
+/// error naming the flag. The binaries turn it into a usage error (exit 64).
+public struct MQTTSecuritySettings: Sendable {
+    public var password: String?
+    public var passwordFile: String?
+    public var caFile: String?
+    public var certFile: String?
+    public var keyFile: String?
+
+    public init(password: String?, passwordFile: String?, caFile: String?, certFile: String?, keyFile: String?) {
+        self.password = password
+        self.passwordFile = passwordFile
+        self.caFile = caFile
+        self.certFile = certFile
+        self.keyFile = keyFile
+    }
+
+    /// The password to use (read from the file when one is named) and the TLS settings.
+    public func resolve() throws(MQTTError) -> (password: String?, tls: MQTTTLS?) {
+        func fail(_ message: String) -> MQTTError { MQTTError(.library(code: MOSQ_ERR_INVAL.rawValue), message) }
+        if password != nil, passwordFile != nil {
+            throw fail("--password and --password-file (TANDEM_MQTT_PASSWORD, TANDEM_MQTT_PASSWORD_FILE) cannot both be given: use one")
+        }
+        let resolvedPassword = try passwordFile.map { (path) throws(MQTTError) in try MQTTPasswordFile.read(path) } ?? password
+        for (flag, path) in [("--tls-ca-file", caFile), ("--tls-cert-file", certFile), ("--tls-key-file", keyFile)] {
+            if let path, access(path, R_OK) != 0 {
+                throw fail("\(flag): cannot read \(path): \(String(cString: strerror(errno)))")
+            }
+        }
+        if (certFile == nil) != (keyFile == nil) {
+            throw fail("--tls-cert-file and --tls-key-file go together: give both or neither")
+        }
+        guard let caFile else {
+            if certFile != nil { throw fail("--tls-cert-file needs --tls-ca-file: TLS is turned on by the CA file") }
+            return (resolvedPassword, nil)
+        }
+        return (resolvedPassword, MQTTTLS(caFile: caFile, certFile: certFile, keyFile: keyFile))
+    }
 }

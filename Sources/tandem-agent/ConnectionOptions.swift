@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import TandemAgent
 import TandemCore
+import TandemMQTT
 
 /// The options every subcommand takes. Each falls back to an environment variable (in
 /// brackets in the help), then to its default; a flag wins over the variable.
@@ -16,8 +17,20 @@ struct ConnectionOptions: ParsableArguments {
     @Option(help: "MQTT username [TANDEM_MQTT_USERNAME]; none connects anonymously.")
     var username: String?
 
-    @Option(help: "MQTT password [TANDEM_MQTT_PASSWORD].")
+    @Option(help: "MQTT password [TANDEM_MQTT_PASSWORD]; prefer --password-file, which no other user can read in the process list.")
     var password: String?
+
+    @Option(help: ArgumentHelp("Read the MQTT password from this file's first line [TANDEM_MQTT_PASSWORD_FILE].", valueName: "path"))
+    var passwordFile: String?
+
+    @Option(help: ArgumentHelp("Connect with TLS, verifying the broker's certificate and host name against this CA file [TANDEM_MQTT_CA_FILE].", valueName: "path"))
+    var tlsCaFile: String?
+
+    @Option(help: ArgumentHelp("Client certificate for TLS [TANDEM_MQTT_CERT_FILE].", valueName: "path"))
+    var tlsCertFile: String?
+
+    @Option(help: ArgumentHelp("Client certificate's private key [TANDEM_MQTT_KEY_FILE].", valueName: "path"))
+    var tlsKeyFile: String?
 
     @Option(help: "Topic root [TANDEM_TOPIC_ROOT] (default: tandem/v1).")
     var topicRoot: String?
@@ -40,7 +53,15 @@ struct ConnectionOptions: ParsableArguments {
 
     var resolvedHost: String { host ?? Self.env("TANDEM_MQTT_HOST") ?? "127.0.0.1" }
     var resolvedUsername: String? { username ?? Self.env("TANDEM_MQTT_USERNAME") }
-    var resolvedPassword: String? { password ?? Self.env("TANDEM_MQTT_PASSWORD") }
+    /// Password and TLS, checked together (see MQTTSecuritySettings).
+    var security: MQTTSecuritySettings {
+        MQTTSecuritySettings(
+            password: password ?? Self.env("TANDEM_MQTT_PASSWORD"),
+            passwordFile: passwordFile ?? Self.env("TANDEM_MQTT_PASSWORD_FILE"),
+            caFile: tlsCaFile ?? Self.env("TANDEM_MQTT_CA_FILE"),
+            certFile: tlsCertFile ?? Self.env("TANDEM_MQTT_CERT_FILE"),
+            keyFile: tlsKeyFile ?? Self.env("TANDEM_MQTT_KEY_FILE"))
+    }
     var resolvedTopicRoot: String { topicRoot ?? Self.env("TANDEM_TOPIC_ROOT") ?? Topics.defaultRoot }
     var resolvedUser: String? { user ?? Self.env("TANDEM_USER") ?? resolvedUsername }
 
@@ -71,15 +92,21 @@ struct ConnectionOptions: ParsableArguments {
         if root.isEmpty || root.hasSuffix("/") || root.contains("+") || root.contains("#") {
             throw ValidationError("Invalid value for '--topic-root': '\(root)' must be a topic without wildcards or a trailing '/'.")
         }
+        do {
+            _ = try security.resolve()
+        } catch {
+            throw ValidationError(error.message)
+        }
         if let logLevel, Logger.Level(rawValue: logLevel.lowercased()) == nil {
             throw ValidationError("Invalid value for '--log-level': '\(logLevel)'.")
         }
     }
 
-    func configuration() -> AgentConfiguration {
-        AgentConfiguration(
-            host: resolvedHost, port: resolvedPort, username: resolvedUsername, password: resolvedPassword,
-            topicRoot: resolvedTopicRoot, user: resolvedUser ?? "", json: json
+    func configuration() throws -> AgentConfiguration {
+        let (password, tls) = try security.resolve()
+        return AgentConfiguration(
+            host: resolvedHost, port: resolvedPort, username: resolvedUsername, password: password,
+            topicRoot: resolvedTopicRoot, user: resolvedUser ?? "", json: json, tls: tls
         )
     }
 

@@ -4,6 +4,7 @@ import Logging
 import ServiceLifecycle
 import TandemCoordinator
 import TandemCore
+import TandemMQTT
 
 @main
 struct TandemCoordinatorCommand: AsyncParsableCommand {
@@ -23,8 +24,20 @@ struct TandemCoordinatorCommand: AsyncParsableCommand {
     @Option(help: "MQTT username [TANDEM_MQTT_USERNAME]; none connects anonymously")
     var username: String?
 
-    @Option(help: "MQTT password [TANDEM_MQTT_PASSWORD]")
+    @Option(help: "MQTT password [TANDEM_MQTT_PASSWORD]; prefer --password-file, which no other user can read in the process list")
     var password: String?
+
+    @Option(help: ArgumentHelp("Read the MQTT password from this file's first line [TANDEM_MQTT_PASSWORD_FILE]", valueName: "path"))
+    var passwordFile: String?
+
+    @Option(help: ArgumentHelp("Connect with TLS, verifying the broker's certificate and host name against this CA file [TANDEM_MQTT_CA_FILE]", valueName: "path"))
+    var tlsCaFile: String?
+
+    @Option(help: ArgumentHelp("Client certificate for TLS [TANDEM_MQTT_CERT_FILE]", valueName: "path"))
+    var tlsCertFile: String?
+
+    @Option(help: ArgumentHelp("Client certificate's private key [TANDEM_MQTT_KEY_FILE]", valueName: "path"))
+    var tlsKeyFile: String?
 
     @Option(help: "SQLite database file [TANDEM_DATABASE] (default ./data/tandem.sqlite)")
     var database: String?
@@ -65,12 +78,18 @@ struct TandemCoordinatorCommand: AsyncParsableCommand {
     @Flag(help: "Check the database's integrity, print a summary of what it holds, and exit (1 when the check finds a problem).")
     var check = false
 
+    @Flag(help: "With --check or --backup: print the report as one JSON object.")
+    var json = false
+
     @Option(help: ArgumentHelp(
         "Write a consistent copy of the database to this new file and exit; safe while a coordinator runs on it.",
         valueName: "path"))
     var backup: String?
 
     func validate() throws {
+        if json, !check, backup == nil {
+            throw ValidationError("--json goes with --check or --backup")
+        }
         _ = try resolve(environment: ProcessInfo.processInfo.environment)
     }
 
@@ -92,7 +111,7 @@ struct TandemCoordinatorCommand: AsyncParsableCommand {
                 } else {
                     report = try await CoordinatorService.checkDatabase(at: settings.configuration.databasePath)
                 }
-                print(report.text)
+                print(json ? report.json : report.text)
                 guard report.isSound else {
                     FileHandle.standardError.write(Data("tandem-coordinator: the integrity check found problems (see above)\n".utf8))
                     throw ExitCode(1)
@@ -180,7 +199,17 @@ struct TandemCoordinatorCommand: AsyncParsableCommand {
         if let v = text(host, "TANDEM_MQTT_HOST") { c.host = v }
         if let v = try integer(port, "port", "TANDEM_MQTT_PORT", range: 1...65535) { c.port = v }
         c.username = text(username, "TANDEM_MQTT_USERNAME")
-        c.password = text(password, "TANDEM_MQTT_PASSWORD")
+        do {
+            (c.password, c.tls) = try MQTTSecuritySettings(
+                password: text(password, "TANDEM_MQTT_PASSWORD"),
+                passwordFile: text(passwordFile, "TANDEM_MQTT_PASSWORD_FILE"),
+                caFile: text(tlsCaFile, "TANDEM_MQTT_CA_FILE"),
+                certFile: text(tlsCertFile, "TANDEM_MQTT_CERT_FILE"),
+                keyFile: text(tlsKeyFile, "TANDEM_MQTT_KEY_FILE")
+            ).resolve()
+        } catch {
+            throw ValidationError(error.message)
+        }
         if let v = text(database, "TANDEM_DATABASE") { c.databasePath = v }
         if let v = text(topicRoot, "TANDEM_TOPIC_ROOT") {
             guard !v.isEmpty, !v.hasSuffix("/"), !v.contains("+"), !v.contains("#") else {

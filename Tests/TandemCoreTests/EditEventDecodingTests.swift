@@ -63,13 +63,20 @@ import Testing
         #expect(failure.id == bad.id)
     }
 
-    @Test func rejectsBrokenJSONWithAnEmptyId() {
+    /// Broken JSON is answered under its id whenever the id itself can be read (the
+    /// contract's Changes of 2026-11-22), and under "" when it cannot.
+    @Test func rejectsBrokenJSONWithItsIdWhenReadable() {
         guard case .failure(let failure) = EditEvent.decode(Array(#"{"eventId":"e","type":"#.utf8)) else {
             Issue.record("accepted broken JSON")
             return
         }
-        #expect(failure.id == "")
+        #expect(failure.id == "e")
         #expect(failure.rejection.code == .invalidPayload)
+        guard case .failure(let cut) = EditEvent.decode(Array(#"{"eventId":"e"#.utf8)) else {
+            Issue.record("accepted broken JSON")
+            return
+        }
+        #expect(cut.id == "")
     }
 
     @Test func countsImageLengthInCharactersNotBytes() throws {

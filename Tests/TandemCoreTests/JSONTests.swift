@@ -49,14 +49,14 @@ import Testing
 
     @Test func payloadReaderRecoversTheIdWhenAnotherFieldIsWrong() throws {
         let bytes = Array(#"{"eventId":"e1","timestamp":"soon"}"#.utf8)
-        let reader = try PayloadReader.read(bytes, idKey: "eventId").get()
+        let reader = try PayloadReader.read(bytes, idSource: .field("eventId")).get()
         #expect(reader.id == "e1")
         #expect(throws: Rejection.invalid("timestamp must be an integer, not string")) { try reader.int64("timestamp") }
     }
 
     @Test func payloadReaderRejectsOversizedPayloads() {
         let big = Array(("{\"eventId\":\"e2\",\"x\":\"" + String(repeating: "a", count: 17_000) + "\"}").utf8)
-        guard case .failure(let failure) = PayloadReader.read(big, idKey: "eventId") else {
+        guard case .failure(let failure) = PayloadReader.read(big, idSource: .field("eventId")) else {
             Issue.record("oversized payload accepted")
             return
         }
@@ -65,7 +65,7 @@ import Testing
     }
 
     @Test func payloadReaderRejectsNonObjects() {
-        guard case .failure(let failure) = PayloadReader.read(Array("[1]".utf8), idKey: "eventId") else {
+        guard case .failure(let failure) = PayloadReader.read(Array("[1]".utf8), idSource: .field("eventId")) else {
             Issue.record("array accepted")
             return
         }
@@ -94,8 +94,8 @@ import Testing
     }
 
     @Test func invalidOtherLevelIsAnsweredForTheSender() {
-        #expect(topics.parseInbound("tandem/v1/rooms/r%1/events/alice") == .invalid(user: "alice", kind: .room, reason: "invalid roomId in topic"))
-        #expect(topics.parseInbound("tandem/v1/users/bob/workouts/w1/control/tablet") == .invalid(user: "bob", kind: .workout, reason: "device must be phone or watch"))
+        #expect(topics.parseInbound("tandem/v1/rooms/r%1/events/alice") == .invalid(user: "alice", kind: .room, reason: "invalid roomId in topic", idSource: .field("eventId")))
+        #expect(topics.parseInbound("tandem/v1/users/bob/workouts/w1/control/tablet") == .invalid(user: "bob", kind: .workout, reason: "device must be phone or watch", idSource: .field("commandId"), workout: "w1"))
     }
 
     @Test func identifierRules() {

@@ -99,6 +99,23 @@ import TestSupport
             let result = try await ChildProcess.run(CoordinatorProcess.binary("tandem-coordinator"), ["--check", "--database", coordinator.databasePath])
             #expect(result.exitCode == 0)
             #expect(result.standardOutput.contains("integrity: ok"), "\(result.standardOutput)\(result.standardError)")
+            // Issue 14: a readable report, not a Swift struct's dump.
+            #expect(!result.standardOutput.contains("StoreSummary("), "\(result.standardOutput)")
+            #expect(result.standardOutput.contains("rooms: 0, conversations: 0, workouts: 0"), "\(result.standardOutput)")
+            #expect(result.standardOutput.contains("(schema v"), "\(result.standardOutput)")
+
+            let json = try await ChildProcess.run(CoordinatorProcess.binary("tandem-coordinator"), ["--check", "--json", "--database", coordinator.databasePath])
+            #expect(json.exitCode == 0)
+            let report = try JSON.parse(Array(json.standardOutput.utf8))
+            #expect(report["integrity"] == "ok")
+            #expect(report["sound"]?.boolValue == true)
+            #expect(report["rooms"]?.int64Value == 0)
+
+            // A backup never overwrites, and says so in words.
+            let onto = try await ChildProcess.run(CoordinatorProcess.binary("tandem-coordinator"), ["--backup", coordinator.databasePath, "--database", coordinator.databasePath])
+            #expect(onto.exitCode == 1)
+            #expect(onto.standardError.contains("already exists"), "\(onto.standardError)")
+            #expect(!onto.standardError.contains("SQLite error"), "\(onto.standardError)")
         }
     }
 }

@@ -148,6 +148,63 @@ import TestSupport
         }
     }
 
+    /// Issue 12 (4): families of broken payloads whose id can still be read. Each gets
+    /// exactly one rejection under the id its sender will match, and a message naming an
+    /// existing workout on an invalid device carries that workout's version.
+    @Test(.timeLimit(.minutes(2)))
+    func everyRejectionCarriesTheIdItsSenderCanMatch() async throws {
+        try await withBroker(.open) { broker in
+            let coordinator = try await CoordinatorProcess.start(broker: broker)
+            let alice = try await TestPeer.connect(broker: broker, user: "alice")
+            let topics = Topics()
+            let t = nowMillis()
+            let room = topics.roomEvents(room: "matched", user: "alice")
+            let dm = topics.dmCommands(user: "alice")
+            let frame = #""frame":{"x":1,"y":1,"width":1,"height":1}"#
+            let families: [(String, String, [UInt8], String)] = [
+                ("lone surrogate in an image", room, Array(#"{"eventId":"m1","type":"create","stickerId":"s1","timestamp":\#(t),"image":"\ud800",\#(frame)}"#.utf8), "m1"),
+                ("number too large for a double", room, Array(#"{"eventId":"m2","type":"update","stickerId":"s1","timestamp":\#(t),"frame":{"x":1e999,"y":1,"width":1,"height":1}}"#.utf8), "m2"),
+                ("truncated tail", room, Array(#"{"eventId":"m3","type":"update","stickerId":"s1","timestamp":\#(t),"frame":{"x":"#.utf8), "m3"),
+                ("deep nesting", room, Array(#"{"eventId":"m4","x":"#.utf8) + Array(repeating: UInt8(ascii: "["), count: 200) + Array(repeating: UInt8(ascii: "]"), count: 200) + Array(#","type":"delete","stickerId":"s1","timestamp":\#(t)}"#.utf8), "m4"),
+                ("byte-order mark", dm, [0xEF, 0xBB, 0xBF] + Array(#"{"commandId":"m5","type":"message","peer":"bob","timestamp":\#(t),"text":"hi"}"#.utf8), "m5"),
+                ("NUL byte in a text", dm, Array(#"{"commandId":"m6","type":"message","peer":"bob","timestamp":\#(t),"text":"a"#.utf8) + [0] + Array(#"b"}"#.utf8), "m6"),
+                ("overlong UTF-8 in a text", dm, Array(#"{"commandId":"m7","type":"message","peer":"bob","timestamp":\#(t),"text":""#.utf8) + [0xC0, 0xAF] + Array(#""}"#.utf8), "m7"),
+                ("duplicate keys", dm, Array(#"{"commandId":"m8","type":"message","type":"shout","peer":"bob","timestamp":\#(t)}"#.utf8), "m8"),
+                ("lone surrogate in a text", dm, Array(#"{"commandId":"m9","type":"request","peer":"bob","timestamp":\#(t),"text":"\udfff"}"#.utf8), "m9"),
+                ("flight with a number too large", topics.flight(user: "alice", workout: "w9", device: .phone), Array(#"{"timestamp":\#(t),"elapsedTime":1e999,"distance":1}"#.utf8), "flight:\(t)"),
+                ("health with a lone surrogate", topics.health(user: "alice", workout: "w9", device: .watch), Array(#"{"timestamp":\#(t + 1),"heartRate":"\ud800"}"#.utf8), "health:\(t + 1)"),
+            ]
+            for (_, topic, payload, _) in families {
+                try await alice.publishRaw(topic, payload)
+            }
+            for (name, _, _, id) in families {
+                let receipt = try await alice.receipt(id, timeout: .seconds(20))
+                #expect(receipt["status"] == "rejected", "\(name): \(receipt.text)")
+                #expect(receipt["code"] == "invalid_payload", "\(name): \(receipt.text)")
+            }
+
+            // An existing workout, then messages on an invalid device level.
+            try await alice.publish(topics.workoutControl(user: "alice", workout: "w9", device: .phone),
+                                    .obj(["commandId": "start-w9", "type": "start", "timestamp": .int(t)]))
+            #expect(try await alice.receipt("start-w9", timeout: .seconds(20))["version"] == 1)
+            try await alice.publishRaw("tandem/v1/users/alice/workouts/w9/control/tablet", Array(#"{"commandId":"m10","type":"pause","timestamp":\#(t)}"#.utf8))
+            try await alice.publishRaw("tandem/v1/users/alice/workouts/w9/flight/tablet", Array(#"{"timestamp":\#(t + 2),"elapsedTime":"\ud800"}"#.utf8))
+            for id in ["m10", "flight:\(t + 2)"] {
+                let receipt = try await alice.receipt(id, timeout: .seconds(20))
+                #expect(receipt["status"] == "rejected", "\(id): \(receipt.text)")
+                #expect(receipt["version"] == 1, "\(id): \(receipt.text)")
+            }
+            // Exactly one receipt each, nothing under "".
+            try await Task.sleep(for: .milliseconds(300))
+            for (name, _, _, id) in families {
+                #expect(alice.receipts(id: id).count == 1, "\(name)")
+            }
+            #expect(alice.receipts(id: "").isEmpty, "\(alice.receipts(id: "").map(\.text))")
+            await alice.close()
+            #expect(await coordinator.stop() == 0)
+        }
+    }
+
     // MARK: - The payloads
 
     static func make(_ n: Int, rng: inout TestRandom) -> Hostile {

@@ -305,7 +305,7 @@ public enum ChildProcessError: Error, CustomStringConvertible {
 }
 
 /// A new, empty directory under the system's temporary directory.
-func makeTemporaryDirectory(prefix: String) throws -> String {
+public func makeTemporaryDirectory(prefix: String) throws -> String {
     let base = FileManager.default.temporaryDirectory.path
     var template = Array("\(base)/tandem-\(prefix)XXXXXX".utf8CString)
     guard let result = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {

@@ -17,6 +17,15 @@ public enum BrokerConfiguration: Sendable {
     /// and persistence paths (temporary copies) replaced: a test against it proves
     /// the configuration users run.
     case shipped
+    /// The shipped mosquitto.conf with the `acl` and `passwords` of this folder instead
+    /// (as written by scripts/gen-broker-auth, e.g. for another topic root).
+    case generated(String)
+
+    /// Whether clients log in (the demo users and their `NAME-demo` passwords).
+    public var authenticates: Bool {
+        if case .open = self { return false }
+        return true
+    }
 }
 
 /// A real mosquitto for a test, on a free loopback port, with its files (generated
@@ -42,12 +51,19 @@ public final class MosquittoBroker: Sendable {
     /// The persistence directory (kept across restarts).
     public let dataDirectory: String
     public let executable: String
+    /// The TLS listener's port, when the broker was started with certificates.
+    public let tlsPort: Int?
+    /// The folder of certificates (scripts/make-certs) the TLS listener uses.
+    public let certificates: String?
 
     private let process: Mutex<ChildProcess?>
 
     private init(
-        configuration: BrokerConfiguration, port: Int, directory: String, executable: String
+        configuration: BrokerConfiguration, port: Int, directory: String, executable: String,
+        tlsPort: Int? = nil, certificates: String? = nil
     ) {
+        self.tlsPort = tlsPort
+        self.certificates = certificates
         self.configuration = configuration
         self.port = port
         self.directory = directory
@@ -67,7 +83,9 @@ public final class MosquittoBroker: Sendable {
     }
 
     /// Starts mosquitto and returns once it accepts TCP connections.
-    public static func start(configuration: BrokerConfiguration) async throws -> MosquittoBroker {
+    /// With `certificates` (a folder made by scripts/make-certs), a second listener on
+    /// ``tlsPort`` speaks TLS with them, as broker-config/tls/tls.conf does in compose.
+    public static func start(configuration: BrokerConfiguration, certificates: String? = nil) async throws -> MosquittoBroker {
         guard let executable = ChildProcess.findExecutable(
             ProcessInfo.processInfo.environment["TANDEM_MOSQUITTO"] ?? "mosquitto")
         else {
@@ -80,7 +98,7 @@ public final class MosquittoBroker: Sendable {
             let directory = try makeTemporaryDirectory(prefix: "mosquitto-")
             let broker = MosquittoBroker(
                 configuration: configuration, port: try freeTCPPort(), directory: directory,
-                executable: executable)
+                executable: executable, tlsPort: certificates == nil ? nil : try freeTCPPort(), certificates: certificates)
             try FileManager.default.createDirectory(
                 atPath: broker.dataDirectory, withIntermediateDirectories: true)
             try broker.writeConfiguration()
@@ -179,17 +197,20 @@ public final class MosquittoBroker: Sendable {
             "listener": "listener \(port) \(host)",
             "persistence_location": "persistence_location \(dataDirectory)/",
         ]
-        var dropped: Set<String> = []
+        // The container's TLS folder; a TLS listener with local paths is added below.
+        var dropped: Set<String> = ["include_dir"]
         switch configuration {
-        case .shipped:
+        case .shipped, .generated:
+            var source = configDirectory
+            if case .generated(let folder) = configuration { source = folder }
             for file in ["passwords", "acl"] {
                 try FileManager.default.copyItem(
-                    atPath: configDirectory + "/" + file, toPath: directory + "/" + file)
+                    atPath: source + "/" + file, toPath: directory + "/" + file)
             }
             replacements["password_file"] = "password_file \(directory)/passwords"
             replacements["acl_file"] = "acl_file \(directory)/acl"
         case .open:
-            dropped = ["password_file", "acl_file"]
+            dropped.formUnion(["password_file", "acl_file"])
             replacements["allow_anonymous"] = "allow_anonymous true"
             replacements["autosave_interval"] = "autosave_interval 1"
         }
@@ -209,6 +230,12 @@ public final class MosquittoBroker: Sendable {
             throw BrokerError.configuration(
                 "broker-config/mosquitto.conf must have exactly one '\(key) ...' line, found \(seen[key] ?? 0)")
         }
+        if let tlsPort, let certificates {
+            lines += [
+                "listener \(tlsPort) \(host)", "certfile \(certificates)/server.crt", "keyfile \(certificates)/server.key",
+                "cafile \(certificates)/ca.crt", "tls_version tlsv1.2",
+            ]
+        }
         // As root, mosquitto would switch to the `mosquitto` user, which cannot read
         // this private temporary directory: stay who we are.
         lines.append("user \(Self.currentUserName)")
@@ -216,7 +243,7 @@ public final class MosquittoBroker: Sendable {
     }
 
     /// The repository this file is in: Tests/TestSupport/MosquittoBroker.swift.
-    static var repositoryRoot: String {
+    public static var repositoryRoot: String {
         URL(fileURLWithPath: #filePath)
             .deletingLastPathComponent()  // TestSupport
             .deletingLastPathComponent()  // Tests
@@ -257,10 +284,11 @@ public enum BrokerError: Error, CustomStringConvertible {
 /// Starts a broker, runs `body` with it, and stops it (SIGKILL) however `body` ends.
 public func withBroker<T>(
     _ configuration: BrokerConfiguration = .open,
+    certificates: String? = nil,
     isolation: isolated (any Actor)? = #isolation,
     _ body: (MosquittoBroker) async throws -> T
 ) async throws -> T {
-    let broker = try await MosquittoBroker.start(configuration: configuration)
+    let broker = try await MosquittoBroker.start(configuration: configuration, certificates: certificates)
     do {
         let result = try await body(broker)
         await broker.stop()
@@ -269,4 +297,15 @@ public func withBroker<T>(
         await broker.stop()
         throw error
     }
+}
+
+/// A new folder of certificates made by scripts/make-certs (a CA, the broker's for
+/// localhost and 127.0.0.1, a client's), the way the docs tell a person to make them.
+public func makeCertificates() async throws -> String {
+    let directory = try makeTemporaryDirectory(prefix: "certs-")
+    let made = try await ChildProcess.run("/bin/bash", [MosquittoBroker.repositoryRoot + "/scripts/make-certs", directory, "localhost", "127.0.0.1"])
+    guard made.exitCode == 0 else {
+        throw BrokerError.configuration("scripts/make-certs failed: \(made.standardError)")
+    }
+    return directory
 }

@@ -21,7 +21,7 @@ public final class TestPeer: Sendable {
     ) async throws -> TestPeer {
         var username: String?
         var secret: String?
-        if case .shipped = broker.configuration {
+        if broker.configuration.authenticates {
             username = asCoordinatorWatcher ? "alice" : user
             secret = password ?? "\(username!)-demo"
         }

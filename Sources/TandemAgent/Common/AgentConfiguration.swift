@@ -1,3 +1,4 @@
+import TandemMQTT
 import TandemCore
 
 /// What every agent mode needs to know: where the broker is, who it acts as, and how to
@@ -7,6 +8,8 @@ public struct AgentConfiguration: Sendable {
     public var port: Int
     public var username: String?
     public var password: String?
+    /// TLS to the broker; nil: plain TCP.
+    public var tls: MQTTTLS?
     public var topics: Topics
     /// The userId the agent acts as (the `{userId}` level of every topic it publishes).
     public var user: String
@@ -14,7 +17,8 @@ public struct AgentConfiguration: Sendable {
     public var json: Bool
 
     public init(host: String = "127.0.0.1", port: Int = 1883, username: String? = nil, password: String? = nil,
-                topicRoot: String = Topics.defaultRoot, user: String, json: Bool = false) {
+                topicRoot: String = Topics.defaultRoot, user: String, json: Bool = false, tls: MQTTTLS? = nil) {
+        self.tls = tls
         self.host = host
         self.port = port
         self.username = username

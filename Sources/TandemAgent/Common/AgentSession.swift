@@ -42,7 +42,8 @@ public final class AgentSession: Sendable {
                 username: configuration.username,
                 password: configuration.password,
                 will: MQTTWill(topic: presence, payload: Self.offline, qos: .atLeastOnce, retain: true),
-                session: .cleanStart
+                session: .cleanStart,
+                tls: configuration.tls
             ),
             logger: logger
         )

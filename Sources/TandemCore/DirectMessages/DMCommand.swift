@@ -25,7 +25,7 @@ public struct DMCommand: Sendable, Equatable {
     /// Reads a DMCommand payload. The failure's id is the commandId when a valid one
     /// could be read, else "".
     public static func decode(_ bytes: some Collection<UInt8>) -> Result<DMCommand, DecodeFailure> {
-        PayloadReader.decode(bytes, idKey: "commandId") { (reader) throws(Rejection) in try decode(reader) }
+        PayloadReader.decode(bytes, idSource: .field("commandId")) { (reader) throws(Rejection) in try decode(reader) }
     }
 
     static func decode(_ reader: PayloadReader) throws(Rejection) -> DMCommand {

@@ -29,7 +29,7 @@ public struct ClientRequest: Sendable, Equatable {
     }
 
     public static func decode(_ bytes: some Collection<UInt8>) -> Result<ClientRequest, DecodeFailure> {
-        PayloadReader.decode(bytes, idKey: "requestId") { (reader) throws(Rejection) in
+        PayloadReader.decode(bytes, idSource: .field("requestId")) { (reader) throws(Rejection) in
             let requestId = try reader.identifier("requestId")
             let kind = try reader.oneOf("type", Kind.self)
             var request = ClientRequest(requestId: requestId, kind: kind)

@@ -14,25 +14,25 @@ public struct DecodeFailure: Error, Sendable, Equatable {
 /// `Rejection` whose message names the field. Decoders of every domain are built on it.
 public struct PayloadReader: Sendable {
     public let object: JSON
-    /// The payload's id (eventId, commandId) if present and valid, else "".
+    /// The receipt id (a valid eventId or commandId, `flight:<timestamp>`) if one could
+    /// be read, else "".
     public let id: String
 
-    /// Parses `bytes`: size limit, JSON syntax, a top-level object. `idKey` names the
-    /// field whose valid value becomes the receipt id even when another field is wrong.
-    public static func read(_ bytes: some Collection<UInt8>, idKey: String?) -> Result<PayloadReader, DecodeFailure> {
+    /// Parses `bytes`: size limit, JSON syntax, a top-level object. `idSource` says where
+    /// the receipt id is read from, even when another part of the payload is wrong (and
+    /// even when it is not JSON at all: see ``FieldSalvage``).
+    public static func read(_ bytes: some Collection<UInt8>, idSource: ReceiptIdSource?) -> Result<PayloadReader, DecodeFailure> {
         let json: JSON
         do {
             json = try JSON.parse(bytes)
         } catch {
+            let id = idSource?.salvage(from: bytes) ?? ""
             if bytes.count > WireLimits.maxPayloadBytes {
-                return .failure(DecodeFailure(id: "", Rejection(.payloadTooLarge, "payload is \(bytes.count) bytes; the limit is \(WireLimits.maxPayloadBytes)")))
+                return .failure(DecodeFailure(id: id, Rejection(.payloadTooLarge, "payload is \(bytes.count) bytes; the limit is \(WireLimits.maxPayloadBytes)")))
             }
-            return .failure(DecodeFailure(id: "", .invalid(error.description)))
+            return .failure(DecodeFailure(id: id, .invalid(error.description)))
         }
-        var id = ""
-        if let idKey, let candidate = json[idKey]?.stringValue, Identifier.isValid(candidate) {
-            id = candidate
-        }
+        let id = idSource?.id(in: json) ?? ""
         if bytes.count > WireLimits.maxPayloadBytes {
             return .failure(DecodeFailure(id: id, Rejection(.payloadTooLarge, "payload is \(bytes.count) bytes; the limit is \(WireLimits.maxPayloadBytes)")))
         }
@@ -43,21 +43,20 @@ public struct PayloadReader: Sendable {
     }
 
     /// Parses `bytes` and builds a value from its fields: every decoder's shape. A
-    /// failure carries the receipt id: `id(reader)` when given (telemetry derives it from
-    /// the timestamp), else the valid value of `idKey`, else "".
+    /// failure carries the receipt id read as `idSource` says, else "".
     public static func decode<T>(
-        _ bytes: some Collection<UInt8>, idKey: String?, id: ((PayloadReader) -> String)? = nil,
+        _ bytes: some Collection<UInt8>, idSource: ReceiptIdSource?,
         _ make: (PayloadReader) throws(Rejection) -> T
     ) -> Result<T, DecodeFailure> {
         let reader: PayloadReader
-        switch read(bytes, idKey: idKey) {
+        switch read(bytes, idSource: idSource) {
         case .success(let r): reader = r
         case .failure(let failure): return .failure(failure)
         }
         do throws(Rejection) {
             return .success(try make(reader))
         } catch {
-            return .failure(DecodeFailure(id: id?(reader) ?? reader.id, error))
+            return .failure(DecodeFailure(id: reader.id, error))
         }
     }
 
@@ -129,5 +128,43 @@ public struct PayloadReader: Sendable {
         guard let value = object[key], !value.isNull else { throw .invalid("\(key) is required") }
         guard case .object = value else { throw .invalid("\(key) must be an object, not \(value.typeName)") }
         return PayloadReader(object: value)
+    }
+}
+
+/// Where a payload's receipt id comes from.
+public enum ReceiptIdSource: Sendable, Equatable {
+    /// A field holding an identifier (`eventId`, `commandId`, `requestId`).
+    case field(String)
+    /// Telemetry: `<prefix>:<timestamp>` (`flight:1763740000123`).
+    case timestamp(prefix: String)
+
+    /// The id in a parsed payload, "" when there is none to read.
+    public func id(in json: JSON) -> String {
+        switch self {
+        case .field(let key):
+            guard let s = json[key]?.stringValue, Identifier.isValid(s) else { return "" }
+            return s
+        case .timestamp(let prefix):
+            guard let t = json["timestamp"]?.int64Value else { return "" }
+            return "\(prefix):\(t)"
+        }
+    }
+
+    /// The id in a payload that is not valid JSON, "" when it cannot be read.
+    public func salvage(from bytes: some Collection<UInt8>) -> String {
+        switch self {
+        case .field(let key):
+            guard let s = FieldSalvage.string(bytes, key: key), Identifier.isValid(s) else { return "" }
+            return s
+        case .timestamp(let prefix):
+            guard let t = FieldSalvage.int64(bytes, key: "timestamp") else { return "" }
+            return "\(prefix):\(t)"
+        }
+    }
+
+    /// The id of any payload: parsed when it is JSON, salvaged when it is not.
+    public func id(of bytes: some Collection<UInt8>) -> String {
+        if let json = try? JSON.parse(bytes) { return id(in: json) }
+        return salvage(from: bytes)
     }
 }

@@ -30,12 +30,14 @@ public struct FlightData: Sendable, Equatable {
 
     /// The receipt id of a rejected flight sample.
     public static func receiptId(timestamp: Millis) -> String { "flight:\(timestamp)" }
+    /// Where a flight sample's receipt id is read from.
+    public static let receiptIdSource = ReceiptIdSource.timestamp(prefix: "flight")
 
     /// Reads a FlightData payload: finite numbers, latitude in [-90, 90], longitude in
     /// [-180, 180], heading in [0, 360], no negative distance, elapsedTime or pace. The
     /// failure's id is `flight:<timestamp>` when the timestamp could be read, else "".
     public static func decode(_ bytes: some Collection<UInt8>) -> Result<FlightData, DecodeFailure> {
-        PayloadReader.decode(bytes, idKey: nil, id: { (try? $0.int64("timestamp")).map(receiptId(timestamp:)) ?? "" }) {
+        PayloadReader.decode(bytes, idSource: receiptIdSource) {
             (reader) throws(Rejection) in try FlightData(reader: reader)
         }
     }

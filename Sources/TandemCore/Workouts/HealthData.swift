@@ -15,11 +15,13 @@ public struct HealthData: Sendable, Equatable {
 
     /// The receipt id of a rejected health sample.
     public static func receiptId(timestamp: Millis) -> String { "health:\(timestamp)" }
+    /// Where a health sample's receipt id is read from.
+    public static let receiptIdSource = ReceiptIdSource.timestamp(prefix: "health")
 
     /// Reads a HealthData payload: finite numbers, none negative. The failure's id is
     /// `health:<timestamp>` when the timestamp could be read, else "".
     public static func decode(_ bytes: some Collection<UInt8>) -> Result<HealthData, DecodeFailure> {
-        PayloadReader.decode(bytes, idKey: nil, id: { (try? $0.int64("timestamp")).map(receiptId(timestamp:)) ?? "" }) {
+        PayloadReader.decode(bytes, idSource: receiptIdSource) {
             (reader) throws(Rejection) in try HealthData(reader: reader)
         }
     }
