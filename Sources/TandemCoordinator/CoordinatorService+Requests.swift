@@ -11,7 +11,7 @@ extension CoordinatorService {
     /// rate-limited it). Returns false when the store could not be read (the client is
     /// told so; the metrics count it as an error).
     @discardableResult
-    func answer(_ query: Engine.Query, store: TandemStore, client: MQTTClient) async -> Bool {
+    func answer(_ query: Engine.Query, store: any CoordinatorStore, client: MQTTClient) async -> Bool {
         let request = query.request
         let response: JSON
         var answered = true
@@ -26,7 +26,7 @@ extension CoordinatorService {
         return answered
     }
 
-    private func respond(to request: ClientRequest, from user: String, store: TandemStore) async throws -> JSON {
+    private func respond(to request: ClientRequest, from user: String, store: any CoordinatorStore) async throws -> JSON {
         switch request.kind {
         case .dmHistory:
             let peer = request.peer ?? ""

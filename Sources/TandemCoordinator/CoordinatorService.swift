@@ -35,14 +35,14 @@ public final class CoordinatorService: Service {
 
     public func run() async throws {
         let startedAt = WallClock.now()
-        let store: TandemStore
+        let store: any CoordinatorStore
         do {
             store = try TandemStore.open(path: configuration.databasePath)
         } catch {
             logger.critical("cannot open the database \(configuration.databasePath): \(error)")
             throw error
         }
-        var engine = try await Engine.recover(configuration: configuration, store: store, now: startedAt)
+        var engine = try await Recovery.engine(configuration: configuration, store: store, now: startedAt)
         logger.info("database \(configuration.databasePath) open, epoch \(engine.epoch): \(engine.summaryLine)")
 
         let client = try MQTTClient(
@@ -109,7 +109,7 @@ public final class CoordinatorService: Service {
         logger.info("stopped cleanly")
     }
 
-    private func pipeline(engine: inout Engine, client: MQTTClient, store: TandemStore, inbound: MQTTSubscription, startedAt: Millis) async throws {
+    private func pipeline(engine: inout Engine, client: MQTTClient, store: any CoordinatorStore, inbound: MQTTSubscription, startedAt: Millis) async throws {
         let (inputs, feed) = AsyncStream.makeStream(of: Input.self)
         let metricsInterval = Duration.milliseconds(configuration.metricsIntervalMs)
         try await withThrowingTaskGroup(of: Void.self) { group in
@@ -183,7 +183,7 @@ public final class CoordinatorService: Service {
     }
 
     /// Persists a step's batch in one transaction, then publishes what it produced.
-    private func commit(_ step: Engine.Step, engine: inout Engine, store: TandemStore, client: MQTTClient) async throws {
+    private func commit(_ step: Engine.Step, engine: inout Engine, store: any CoordinatorStore, client: MQTTClient) async throws {
         if !step.batch.isEmpty {
             let clock = ContinuousClock()
             let started = clock.now

@@ -1,9 +1,15 @@
 import TandemCore
-import TandemStore
 
 /// Direct messages: commands through the buffer, the full history in the store, each
-/// participant's view as a retained snapshot.
+/// participant's view as ConversationChanges per batch and a paced retained snapshot.
 extension Engine {
+    /// What one batch did to one conversation.
+    struct ConversationBatch {
+        var changes: [ConversationChange] = []
+        /// Whether a status of either view changed: then the snapshots go out at once.
+        var statusChanged = false
+    }
+
     mutating func ingestDMCommand(user: String, payload: [UInt8], now: Millis) -> [Publication] {
         switch DMCommand.decode(payload) {
         case .failure(let failure):
@@ -30,14 +36,27 @@ extension Engine {
             return .rejected(id: command.commandId, kind: .dm, Rejection(.rateLimited, "\(full) is in \(configuration.maxConversationsPerUser) conversations, the most one may be"), version: nil)
         }
         var conversation = conversations[key] ?? Conversation(key: key)
+        let before = conversation.views
         let outcome = conversation.apply(command, from: user, now: now)
         if outcome.changed {
+            var messages = outcome.newMessages
+            if !outcome.markedRead.isEmpty {
+                let marked = Set(outcome.markedRead)
+                messages += conversation.messages.filter { marked.contains($0.id) }
+            }
+            let after = conversation.views
+            var record = changes.conversations[key] ?? ConversationBatch()
+            record.changes.append(ConversationChange(
+                version: conversation.version, commandId: command.commandId, sender: user, type: command.type, messages: messages))
+            if before?.low.status != after?.low.status || before?.high.status != after?.high.status {
+                record.statusChanged = true
+            }
+            changes.conversations[key] = record
             if isNew {
                 conversationCount[key.low, default: 0] += 1
                 conversationCount[key.high, default: 0] += 1
             }
             conversations[key] = conversation
-            changes.conversations.insert(key)
             var seq = messageSeq[key] ?? 0
             if let sender = outcome.readFrom {
                 batch.readMarks.append(DMReadMark(conversation: key.description, sender: sender, throughSeq: seq))
@@ -62,13 +81,57 @@ extension Engine {
         }
     }
 
-    func publishConversations(_ changed: Set<ConversationKey>, into step: inout Step) {
-        for key in changed.sorted(by: { $0.description < $1.description }) {
-            guard let conversation = conversations[key] else { continue }
+    /// Each participant's ConversationChanges for what the batch changed.
+    func conversationChanges(_ conversation: Conversation, _ record: ConversationBatch) -> [Publication] {
+        guard let first = record.changes.first, let last = record.changes.last else { return [] }
+        return [conversation.key.low, conversation.key.high].compactMap { user in
+            guard let view = conversation.view(of: user) else { return nil }
+            let peer = conversation.key.peer(of: user)
+            let message = ConversationChanges(
+                user: user, peer: peer, epoch: epoch, fromVersion: first.version - 1, toVersion: last.version,
+                status: view.status, unread: view.unread, changes: record.changes)
+            return Publication(topic: topics.conversationChanges(user: user, peer: peer), payload: message.json.serialized())
+        }
+    }
+
+    /// Persists and publishes the conversations a batch changed: changes at once, then
+    /// the snapshots at once on a status change or when none went out in the last
+    /// second, else when the second is up (``collectConversationSnapshots(now:into:)``).
+    mutating func publishConversations(_ changed: [ConversationKey: ConversationBatch], now: Millis, into step: inout Step) {
+        for key in changed.keys.sorted(by: { $0.description < $1.description }) {
+            guard let conversation = conversations[key], let record = changed[key] else { continue }
             step.batch.entities.append(EntityRow(
                 kind: EntityKind.conversation, key: key.description, version: conversation.version,
                 body: conversation.persisted().serialized(), updatedAt: conversation.updatedAt))
+            step.publications += conversationChanges(conversation, record)
+            let last = conversationLastSnapshot[key]
+            if record.statusChanged || last.map({ now - $0 >= Self.conversationSnapshotIntervalMs }) ?? true {
+                step.publications += conversationSnapshots(conversation)
+                conversationLastSnapshot[key] = now
+                conversationSnapshotDue[key] = nil
+            } else if conversationSnapshotDue[key] == nil, let last {
+                conversationSnapshotDue[key] = last + Self.conversationSnapshotIntervalMs
+            }
+        }
+        collectConversationSnapshots(now: now, into: &step)
+    }
+
+    /// The paced snapshots whose second is up.
+    mutating func collectConversationSnapshots(now: Millis, into step: inout Step) {
+        guard !conversationSnapshotDue.isEmpty else { return }
+        let due = conversationSnapshotDue.filter { $0.value <= now }.keys.sorted(by: { $0.description < $1.description })
+        for key in due {
+            conversationSnapshotDue[key] = nil
+            guard let conversation = conversations[key] else { continue }
             step.publications += conversationSnapshots(conversation)
+            conversationLastSnapshot[key] = now
+        }
+        if conversationLastSnapshot.count > 4 * Self.conversationPacingKept {
+            conversationLastSnapshot = conversationLastSnapshot.filter { now - $0.value < Self.conversationSnapshotIntervalMs }
         }
     }
+
+    /// How many conversations' last snapshot times are kept before the stale ones (over
+    /// a second old, which no longer pace anything) are dropped.
+    static var conversationPacingKept: Int { 2_500 }
 }

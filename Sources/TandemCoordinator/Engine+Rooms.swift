@@ -1,5 +1,4 @@
 import TandemCore
-import TandemStore
 
 /// Rooms: edit events through the buffer, lock leases and presence expiry, and one
 /// RoomChanges + one retained snapshot per changed room per step.

@@ -1,5 +1,4 @@
 import TandemCore
-import TandemStore
 
 /// Workouts: controls through the buffer; flight and health samples applied on arrival
 /// (they do not wait); the snapshot at most once a second while running and at once on

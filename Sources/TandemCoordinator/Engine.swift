@@ -1,6 +1,5 @@
 import HeapModule
 import TandemCore
-import TandemStore
 
 /// The coordinator's state and rules, with no I/O: messages in, a store batch and the
 /// publications it allows out.
@@ -116,6 +115,14 @@ public struct Engine {
     static let republishChunk = 200
     static let republishPauseMs: Millis = 10
 
+    /// The snapshots of a conversation (both views) that wait for the once-a-second
+    /// pacing, and when each conversation's snapshots last went out.
+    var conversationSnapshotDue: [ConversationKey: Millis] = [:]
+    var conversationLastSnapshot: [ConversationKey: Millis] = [:]
+    /// Conversation snapshots go out at most this often while only messages or read
+    /// marks change (ConversationChanges carry every change at once).
+    static let conversationSnapshotIntervalMs: Millis = 1_000
+
     enum Republish {
         case room(String)
         case conversation(ConversationKey)
@@ -147,41 +154,55 @@ public struct Engine {
 
     // MARK: Recovery
 
+    /// What a restart read from the store, as values (``Recovery`` does the reading).
+    public struct Recovered: Sendable {
+        public struct StoredConversation: Sendable {
+            public var row: EntityRow
+            /// The latest messages, oldest first (at most the window).
+            public var latestMessages: [DMMessageRow]
+
+            public init(row: EntityRow, latestMessages: [DMMessageRow]) {
+                self.row = row
+                self.latestMessages = latestMessages
+            }
+        }
+
+        public var rooms: [RoomState] = []
+        public var conversations: [StoredConversation] = []
+        public var workouts: [EntityRow] = []
+        public var seenIds: [SeenId] = []
+
+        public init() {}
+    }
+
     /// Rebuilds the state from the store's current-state rows (no history replay).
-    public static func recover(configuration: CoordinatorConfiguration, store: TandemStore, now: Millis) async throws -> Engine {
-        var engine = Engine(configuration: configuration, epoch: store.epoch, now: now)
-        let roomRows = try await store.loadEntities(kind: EntityKind.room)
-        // The store reads the remembered ids on its own thread while this task rebuilds
-        // the rooms: the two largest parts of a restart, overlapped on two cores.
-        async let seenIds = store.loadSeenIds(since: now - configuration.seenIdRetentionMs)
-        for room in try await parseRooms(roomRows) {
-            engine.rooms[room.roomId] = room
-            engine.trackLease(of: room)
+    public init(configuration: CoordinatorConfiguration, epoch: String, recovered: Recovered, now: Millis) throws {
+        self.init(configuration: configuration, epoch: epoch, now: now)
+        for room in recovered.rooms {
+            rooms[room.roomId] = room
+            trackLease(of: room)
         }
-        for row in try await store.loadEntities(kind: EntityKind.conversation) {
-            let stored = try await store.latestMessages(conversation: row.key, limit: Conversation.windowSize)
-            let messages = stored.map { DirectMessage(id: $0.id, sender: $0.sender, text: $0.text, sentAt: $0.sentAt, isRead: $0.isRead) }
-            let conversation = try Conversation(persisted: JSON.parse(row.body), messages: messages)
-            engine.conversations[conversation.key] = conversation
-            engine.conversationCount[conversation.key.low, default: 0] += 1
-            engine.conversationCount[conversation.key.high, default: 0] += 1
-            engine.messageSeq[conversation.key] = stored.last?.seq ?? 0
+        for stored in recovered.conversations {
+            let messages = stored.latestMessages.map { DirectMessage(id: $0.id, sender: $0.sender, text: $0.text, sentAt: $0.sentAt, isRead: $0.isRead) }
+            let conversation = try Conversation(persisted: JSON.parse(stored.row.body), messages: messages)
+            conversations[conversation.key] = conversation
+            conversationCount[conversation.key.low, default: 0] += 1
+            conversationCount[conversation.key.high, default: 0] += 1
+            messageSeq[conversation.key] = stored.latestMessages.last?.seq ?? 0
         }
-        for row in try await store.loadEntities(kind: EntityKind.workout) {
+        for row in recovered.workouts {
             let workout = try WorkoutState(persisted: JSON.parse(row.body))
-            engine.workouts[WorkoutKey(user: workout.user, workoutId: workout.workoutId)] = workout
+            workouts[WorkoutKey(user: workout.user, workoutId: workout.workoutId)] = workout
         }
-        let remembered = try await seenIds
-        engine.seen.reserveCapacity(remembered.count)
-        for id in remembered {
-            engine.seen[SeenKey(user: id.userId, id: id.id)] = SeenEntry(at: id.seenAt, original: id.original)
+        seen.reserveCapacity(recovered.seenIds.count)
+        for id in recovered.seenIds {
+            seen[SeenKey(user: id.userId, id: id.id)] = SeenEntry(at: id.seenAt, original: id.original)
         }
-        return engine
     }
 
     /// Rebuilds rooms from their rows in a few tasks at once (each room is its own value):
     /// the largest CPU cost of a restart, spread over the cores.
-    static func parseRooms(_ rows: [EntityRow]) async throws -> [RoomState] {
+    public static func parseRooms(_ rows: [EntityRow]) async throws -> [RoomState] {
         let chunkSize = max(256, rows.count / 8 + 1)
         return try await withThrowingTaskGroup(of: [RoomState].self) { group in
             for start in stride(from: 0, to: rows.count, by: chunkSize) {
@@ -317,6 +338,7 @@ public struct Engine {
         consider(leaseDeadlines.min?.at)
         consider(presence.nextDeadline)
         consider(workoutSnapshotDue.values.min())
+        consider(conversationSnapshotDue.values.min())
         consider(republishDue)
         if !pendingBatch.isEmpty { consider(0) }
         return deadline
@@ -378,7 +400,7 @@ public struct Engine {
         collectWorkoutSnapshots(now: now, changes: &changes)
 
         publishRooms(changes.rooms, order: changes.roomOrder, into: &step)
-        publishConversations(changes.conversations, into: &step)
+        publishConversations(changes.conversations, now: now, into: &step)
         publishWorkouts(changes.workouts, now: now, into: &step)
         step.publications += republishChunk(now: now)
         // Receipts last: by the time a client hears "accepted, version N", snapshot N is out.
@@ -391,7 +413,8 @@ public struct Engine {
     struct BatchChanges {
         var rooms: [String: [RoomChange]] = [:]
         var roomOrder: [String] = []
-        var conversations: Set<ConversationKey> = []
+        /// Each changed conversation's accepted commands, in order.
+        var conversations: [ConversationKey: ConversationBatch] = [:]
         var workouts: Set<WorkoutKey> = []
 
         mutating func room(_ roomId: String, _ change: RoomChange) {

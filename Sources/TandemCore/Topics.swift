@@ -31,6 +31,9 @@ public struct Topics: Sendable, Equatable {
     public func roomChanges(room: String) -> String { "\(root)/rooms/\(room)/changes" }
     public func conversation(user: String, peer: String) -> String { "\(root)/users/\(user)/dm/conversations/\(peer)" }
     public func conversations(user: String) -> String { "\(root)/users/\(user)/dm/conversations/+" }
+    public func conversationChanges(user: String, peer: String) -> String { "\(root)/users/\(user)/dm/conversations/\(peer)/changes" }
+    /// Every ConversationChanges of `user`'s views.
+    public func allConversationChanges(user: String) -> String { "\(root)/users/\(user)/dm/conversations/+/changes" }
     public func workoutState(user: String, workout: String) -> String { "\(root)/users/\(user)/workouts/\(workout)/state" }
     public func receipts(user: String) -> String { "\(root)/users/\(user)/receipts" }
     public func responses(user: String) -> String { "\(root)/users/\(user)/responses" }

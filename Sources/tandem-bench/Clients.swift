@@ -96,7 +96,10 @@ final class BenchClient: Sendable {
 /// Receipts on a client's `users/{user}/receipts`, into the tracker.
 func receiptHandler(_ tracker: Tracker) -> @Sendable (MQTTMessage, UInt64) -> Void {
     { message, at in
-        if message.topic.hasSuffix("/receipts") {
+        tracker.delivered(bytes: message.topic.utf8.count + message.payload.count)
+        if message.topic.hasSuffix("/changes") {
+            return
+        } else if message.topic.hasSuffix("/receipts") {
             if let r = WireScan.receipt(message.payload) {
                 tracker.answered(id: r.id, status: r.status, code: r.code, version: r.version, at: at)
             }

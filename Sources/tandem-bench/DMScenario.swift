@@ -29,7 +29,8 @@ final class DMScenario: Scenario {
         let options = self.options
         clients = try await BenchClient.connectAll(pairCount * 2) { c in
             try await BenchClient(broker: options.broker, as: c, clientId: "bench-\(options.nonce)-\(c)",
-                                  filters: [topics.receipts(user: options.broker.user(c, otherwise: "d\(c)")), topics.conversations(user: options.broker.user(c, otherwise: "d\(c)"))], onMessage: handler)
+                                  filters: [topics.receipts(user: options.broker.user(c, otherwise: "d\(c)")), topics.conversations(user: options.broker.user(c, otherwise: "d\(c)")),
+                                            topics.allConversationChanges(user: options.broker.user(c, otherwise: "d\(c)"))], onMessage: handler)
         }
     }
 

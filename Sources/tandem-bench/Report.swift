@@ -43,6 +43,9 @@ struct RunReport: Codable {
     var snapshotLatencyMicros: Percentiles
     var snapshotsPerSecond: Double
     var snapshotBytesPerSecond: Double
+    /// Bytes the broker delivered to the bench's clients (receipts, snapshots, changes;
+    /// topic and payload) per event sent.
+    var deliveredBytesPerEvent: Double
     var coordinator: ProcessFigures?
     var broker: ProcessFigures?
     var sustainable: Bool
@@ -91,7 +94,7 @@ struct BenchReport: Codable {
     func table() -> String {
         var out = "machine: \(machine.nproc) cores, \(machine.cpuModel), load \(machine.loadAverage)\n\n"
         let header = ["scenario", "offered/s", "achieved/s", "unanswered", "accepted", "rejected",
-                      "rcpt p50", "p90", "p99", "p99.9", "max", "snap p50", "p99", "snap/s", "snap KB/s", "coord CPU%", "RSS MB"]
+                      "rcpt p50", "p90", "p99", "p99.9", "max", "snap p50", "p99", "snap/s", "snap KB/s", "B/event", "coord CPU%", "RSS MB"]
         var rows: [[String]] = [header]
         func ms(_ us: UInt64) -> String { String(format: "%.2f", Double(us) / 1000) }
         for r in runs {
@@ -103,6 +106,7 @@ struct BenchReport: Codable {
                 r.snapshotLatencyMicros.count > 0 ? ms(r.snapshotLatencyMicros.p50) : "-",
                 r.snapshotLatencyMicros.count > 0 ? ms(r.snapshotLatencyMicros.p99) : "-",
                 String(format: "%.0f", r.snapshotsPerSecond), String(format: "%.0f", r.snapshotBytesPerSecond / 1024),
+                String(format: "%.0f", r.deliveredBytesPerEvent),
                 r.coordinator.map { String(format: "%.0f", $0.cpuPercent) } ?? "-",
                 r.coordinator.map { String(format: "%.1f", $0.rssMB) } ?? "-",
             ])

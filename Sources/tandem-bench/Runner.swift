@@ -92,6 +92,7 @@ struct Runner {
             receiptLatencyMicros: receipt, snapshotLatencyMicros: Percentiles(tally.snapshotLatency),
             snapshotsPerSecond: Double(tally.snapshots) / (Double(end - start) / 1e9),
             snapshotBytesPerSecond: Double(tally.snapshotBytes) / (Double(end - start) / 1e9),
+            deliveredBytesPerEvent: tally.sent > 0 ? Double(tally.deliveredBytes) / Double(tally.sent) : 0,
             coordinator: ProcessFigures(pid: coordinatorPid, from: coordinatorStart, to: coordinatorEnd),
             broker: ProcessFigures(pid: brokerPid, from: brokerStart, to: brokerEnd),
             sustainable: false)

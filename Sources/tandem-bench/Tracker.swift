@@ -31,6 +31,8 @@ struct Tally {
     var snapshotLatency = Histogram<UInt64>(highestTrackableValue: 120_000_000, numberOfSignificantValueDigits: .three)
     var snapshots = 0
     var snapshotBytes = 0
+    /// Every message the bench's clients received from the broker (topic and payload).
+    var deliveredBytes = 0
     var firstSentAt: UInt64 = 0
     var lastAnswerAt: UInt64 = 0
 }
@@ -106,6 +108,10 @@ final class Tracker: Sendable {
                 s.tally.rejectionCodes[code ?? "?", default: 0] += 1
             }
         }
+    }
+
+    func delivered(bytes: Int) {
+        state.withLock { $0.tally.deliveredBytes += bytes }
     }
 
     func snapshot(target key: String, version: Int64, bytes: Int, at: UInt64) {

@@ -22,7 +22,7 @@ struct Populate: AsyncParsableCommand {
         let store = try TandemStore.open(path: database)
         let configuration = CoordinatorConfiguration()
         var now = WallClock.now()
-        var engine = try await Engine.recover(configuration: configuration, store: store, now: now)
+        var engine = try await Recovery.engine(configuration: configuration, store: store, now: now)
         let topics = Topics()
         var pending = 0
         var total = 0

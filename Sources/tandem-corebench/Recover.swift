@@ -43,7 +43,7 @@ struct Recover: AsyncParsableCommand {
         lap("index \(set.count) seen ids in a dictionary", t)
 
         t = Clock.wall
-        let engine = try await Engine.recover(configuration: CoordinatorConfiguration(), store: store, now: now)
+        let engine = try await Recovery.engine(configuration: CoordinatorConfiguration(), store: store, now: now)
         lap("Engine.recover in full (\(engine.summaryLine))", t)
         t = Clock.wall
         let snapshots = engine.allSnapshots()

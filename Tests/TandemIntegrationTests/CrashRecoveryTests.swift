@@ -146,7 +146,12 @@ import TestSupport
         // The retained state as a client connecting now sees it.
         let late = try await TestPeer.connect(broker: broker, user: "alice")
         let snapshot = try await late.waitFor(topics.roomState(room: room), timeout: .seconds(20))
-        let conversation = try await late.waitFor(topics.conversation(user: "alice", peer: "bob"), timeout: .seconds(20))
+        // Conversation snapshots are paced (a second at most behind the changes): wait
+        // for the one that carries the last version any receipt told of.
+        let dmVersion = peers.flatMap(\.receipts).filter { $0["kind"]?.stringValue == "dm" }.compactMap { $0["version"]?.int64Value }.max() ?? 0
+        let conversation = try await late.waitFor(topics.conversation(user: "alice", peer: "bob"), timeout: .seconds(20)) {
+            ($0["version"]?.int64Value ?? 0) >= dmVersion
+        }
         await late.close()
         for peer in peers { await peer.close() }
 

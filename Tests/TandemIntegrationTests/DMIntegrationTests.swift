@@ -533,6 +533,46 @@ import TestSupport
         }
     }
 
+    // MARK: ConversationChanges
+
+    /// A chain of ConversationChanges, applied by a ConversationReplica from the first
+    /// snapshot on, ends where the (paced) snapshot does; every receipt's version has
+    /// its changes out before it.
+    @Test func aChainOfChangesFollowsTheConversation() async throws {
+        try await withChat { _, _, alice, bob in
+            let t0 = nowMillis() - 60_000
+            try await alice.dm(.dm("a-req", "request", peer: "bob", at: t0 + 1, text: "hi bob"))
+            try await alice.receipt("a-req")
+            let first = try ConversationSnapshot(json: try await view(bob, of: "alice", version: 1))
+            var replica = ConversationReplica(snapshot: first)
+            try await bob.dm(.dm("b-acc", "accept", peer: "alice", at: t0 + 2))
+            try await bob.receipt("b-acc")
+            for i in 0..<8 {
+                let sender = i % 2 == 0 ? alice : bob
+                let id = "m\(i)"
+                try await sender.dm(.dm(id, "message", peer: sender === alice ? "bob" : "alice", at: t0 + 3 + Int64(i), text: "text \(i)"))
+                let receipt = try await sender.receipt(id)
+                // The receipt comes after the changes that carry its version.
+                let version = try #require(receipt["version"]?.int64Value)
+                try await bob.waitFor(topics.conversationChanges(user: "bob", peer: "alice")) { ($0["toVersion"]?.int64Value ?? 0) >= version }
+            }
+            try await bob.dm(.dm("b-read", "read", peer: "alice", at: t0 + 20))
+            let last = try #require(try await bob.receipt("b-read")["version"]?.int64Value)
+            try await bob.waitFor(topics.conversationChanges(user: "bob", peer: "alice")) { ($0["toVersion"]?.int64Value ?? 0) >= last }
+            for json in bob.all(on: topics.conversationChanges(user: "bob", peer: "alice")) {
+                let changes = try ConversationChanges(json: json)
+                let outcome = replica.apply(changes)
+                // The request's changes are already in the first snapshot.
+                #expect(outcome == (changes.toVersion <= first.version ? .ignored : .applied), "changes \(changes.fromVersion)-\(changes.toVersion) on \(replica.version)")
+            }
+            #expect(replica.version == last)
+            // The snapshot follows within a second of the last change.
+            let truth = try ConversationSnapshot(json: try await view(bob, of: "alice", version: last))
+            #expect(replica.messages == truth.messages)
+            #expect(replica.status == truth.status && replica.unread == truth.unread)
+        }
+    }
+
     // MARK: Helpers
 
     /// `peer`'s retained view of the conversation with `other`, once at `version` or later.

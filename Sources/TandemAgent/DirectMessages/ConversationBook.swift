@@ -1,7 +1,8 @@
 import TandemCore
 
-/// What `tandem-agent dm` knows of its conversations: the newest snapshot of each, and
-/// what changed between snapshots, for printing.
+/// What `tandem-agent dm` knows of its conversations: a ``ConversationReplica`` of each
+/// view (snapshots, kept current by ConversationChanges), and what each of them changed,
+/// for printing.
 public struct ConversationBook: Sendable {
     public enum Update: Sendable, Equatable {
         /// A conversation seen for the first time.
@@ -13,7 +14,10 @@ public struct ConversationBook: Sendable {
     }
 
     public let user: String
-    public private(set) var conversations: [String: ConversationSnapshot] = [:]
+    public private(set) var replicas: [String: ConversationReplica] = [:]
+
+    /// Each view as it is held now, by peer.
+    public var conversations: [String: ConversationSnapshot] { replicas.compactMapValues(\.snapshot) }
 
     public init(user: String) {
         self.user = user
@@ -28,9 +32,25 @@ public struct ConversationBook: Sendable {
     /// what changed, or nil when it was ignored.
     public mutating func take(_ snapshot: ConversationSnapshot) -> [Update]? {
         guard snapshot.user == user else { return nil }
-        let previous = conversations[snapshot.peer]
-        if let previous, previous.epoch == snapshot.epoch, snapshot.version <= previous.version { return nil }
-        conversations[snapshot.peer] = snapshot
+        var replica = replicas[snapshot.peer] ?? ConversationReplica(user: user, peer: snapshot.peer)
+        let previous = replica.snapshot
+        guard replica.take(snapshot) else { return nil }
+        replicas[snapshot.peer] = replica
+        return Self.updates(from: previous, to: snapshot, user: user)
+    }
+
+    /// Applies a ConversationChanges that follows what is held; returns what changed, or
+    /// nil when it was ignored or left a gap (the next snapshot fills it). `now` stands
+    /// for the view's `updatedAt` until that snapshot.
+    public mutating func take(_ changes: ConversationChanges, now: Millis) -> [Update]? {
+        guard changes.user == user, var replica = replicas[changes.peer] else { return nil }
+        let previous = replica.snapshot
+        guard replica.apply(changes, now: now) == .applied, let current = replica.snapshot else { return nil }
+        replicas[changes.peer] = replica
+        return Self.updates(from: previous, to: current, user: user)
+    }
+
+    static func updates(from previous: ConversationSnapshot?, to snapshot: ConversationSnapshot, user: String) -> [Update] {
         let peer = snapshot.peer
         guard let previous, previous.epoch == snapshot.epoch else {
             return [.appeared(peer: peer, status: snapshot.status)] + snapshot.messages.suffix(3).map { .message(peer: peer, $0) }

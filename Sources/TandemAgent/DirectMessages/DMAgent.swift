@@ -31,7 +31,8 @@ public actor DMAgent {
     /// exit code: 0, or 1 when a command was rejected or never answered.
     public func run(input: AsyncStream<String>) async throws -> Int32 {
         try await session.runInteractive(
-            topics: [session.topics.conversations(user: session.user), session.topics.coordinatorStatus],
+            topics: [session.topics.conversations(user: session.user), session.topics.allConversationChanges(user: session.user),
+                     session.topics.coordinatorStatus],
             input: input, settle: Self.retainedWait,
             receipt: { await self.handle($0) },
             message: { await self.handle($0) },
@@ -111,16 +112,32 @@ public actor DMAgent {
             if let news = coordinator.note(message.payload) { console.output(human: news.human, json: news.json) }
             return
         }
-        let snapshot: ConversationSnapshot
-        do {
-            snapshot = try ConversationSnapshot.decode(message.payload)
-        } catch {
-            session.logger.warning("unreadable conversation snapshot on \(message.topic): \(error)")
-            return
+        let updates: [ConversationBook.Update]?
+        let peer: String
+        if message.topic.hasSuffix("/changes") {
+            let changes: ConversationChanges
+            do {
+                changes = try ConversationChanges.decode(message.payload)
+            } catch {
+                session.logger.warning("unreadable conversation changes on \(message.topic): \(error)")
+                return
+            }
+            peer = changes.peer
+            updates = book.take(changes, now: WallClock.now())
+        } else {
+            let snapshot: ConversationSnapshot
+            do {
+                snapshot = try ConversationSnapshot.decode(message.payload)
+            } catch {
+                session.logger.warning("unreadable conversation snapshot on \(message.topic): \(error)")
+                return
+            }
+            peer = snapshot.peer
+            updates = book.take(snapshot)
         }
-        guard let updates = book.take(snapshot), started else { return }
+        guard let updates, started, let view = book.conversations[peer] else { return }
         if console.json {
-            console.object(snapshot.json.typed("conversation"))
+            console.object(view.json.typed("conversation"))
             for case .message(let peer, let m) in updates {
                 console.object(.obj(["type": "message", "peer": .string(peer), "message": m.json]))
             }

@@ -1,4 +1,3 @@
-import TandemCore
 
 // The values that cross the store's actor boundary: plain Sendable structs, one per
 // table row. They carry what the coordinator already decided; the store neither checks
@@ -181,22 +180,4 @@ public struct StoreBatch: Sendable, Equatable {
         seenIds.isEmpty && events.isEmpty && entities.isEmpty && messages.isEmpty && readMarks.isEmpty
             && logbook.isEmpty
     }
-}
-
-/// What is in the database, for logs, metrics and operators.
-public struct StoreSummary: Sendable, Equatable {
-    public var schemaVersion: Int32
-    public var epoch: String
-    public var createdAt: Millis
-    public var rooms: Int
-    public var conversations: Int
-    public var workouts: Int
-    public var messages: Int
-    public var events: Int
-    public var seenIds: Int
-    public var logbookRows: Int
-    /// The main database file, in bytes.
-    public var fileBytes: Int64
-    /// The write-ahead log not yet checkpointed into the main file, in bytes.
-    public var walBytes: Int64
 }
