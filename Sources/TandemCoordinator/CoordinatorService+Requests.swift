@@ -3,7 +3,8 @@ import TandemCore
 import TandemMQTT
 import TandemStore
 
-/// Queries (DM history, logbook): read from the store and answered on
+/// Queries (DM history, logbook): read from the query reader (a connection of its own,
+/// beside the pipeline) and answered on
 /// `users/{userId}/responses`. They bypass the reorder buffer: they change nothing.
 /// Decoding, refusals and the rate limit are the engine's (`Engine.ingestQuery`).
 extension CoordinatorService {
@@ -45,7 +46,7 @@ extension CoordinatorService {
                 "hasMore": .bool(rows.count > request.limit),
             ])
         case .logbook:
-            let rows = try await store.logbook(user: user).prefix(request.limit)
+            let rows = try await store.logbook(user: user, limit: request.limit)
             let workouts: [JSON] = rows.map { row in
                 .obj([
                     "workoutId": .string(row.workoutId),

@@ -30,6 +30,8 @@ public final class CoordinatorService: Service {
         case inboundEnded(String)
         case tick
         case metricsTick
+        /// A query could not be answered from the database (counted in the metrics).
+        case queryFailed
         case shutdown
     }
 
@@ -43,6 +45,14 @@ public final class CoordinatorService: Service {
             throw error
         }
         var engine = try await Recovery.engine(configuration: configuration, store: store, now: startedAt)
+        let reader: any CoordinatorStore
+        do {
+            reader = try store.queryReader()
+        } catch {
+            await store.close()
+            logger.critical("cannot open a reader on the database \(configuration.databasePath): \(error)")
+            throw error
+        }
         logger.info("database \(configuration.databasePath) open, epoch \(engine.epoch): \(engine.summaryLine)")
 
         let client = try MQTTClient(
@@ -68,6 +78,7 @@ public final class CoordinatorService: Service {
             try await cancelWhenGracefulShutdown { try await client.connect() }
         } catch {
             await client.disconnect()
+            await reader.close()
             await store.close()
             if error is CancellationError { return }
             logger.critical("cannot connect to the broker: \(error)")
@@ -81,7 +92,7 @@ public final class CoordinatorService: Service {
 
         var failure: (any Error)?
         do {
-            try await pipeline(engine: &engine, client: client, store: store, inbound: inbound, startedAt: startedAt)
+            try await pipeline(engine: &engine, client: client, store: store, reader: reader, inbound: inbound, startedAt: startedAt)
         } catch {
             failure = error
             logger.critical("stopping after an error: \(error)")
@@ -104,13 +115,20 @@ public final class CoordinatorService: Service {
             logger.warning("could not publish the offline status: \(error)")
         }
         await client.disconnect()
+        await reader.close()
         await store.close()
         if let failure { throw failure }
         logger.info("stopped cleanly")
     }
 
-    private func pipeline(engine: inout Engine, client: MQTTClient, store: any CoordinatorStore, inbound: MQTTSubscription, startedAt: Millis) async throws {
+    private func pipeline(
+        engine: inout Engine, client: MQTTClient, store: any CoordinatorStore, reader: any CoordinatorStore,
+        inbound: MQTTSubscription, startedAt: Millis
+    ) async throws {
         let (inputs, feed) = AsyncStream.makeStream(of: Input.self)
+        // Queries leave the pipeline here: answered one after another from the reader's
+        // own connection, while the pipeline goes on with everyone's events.
+        let (queries, queryFeed) = AsyncStream.makeStream(of: Engine.Query.self)
         let metricsInterval = Duration.milliseconds(configuration.metricsIntervalMs)
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask {
@@ -123,6 +141,11 @@ public final class CoordinatorService: Service {
             }
             group.addTask {
                 for await event in client.events { feed.yield(.connection(event)) }
+            }
+            group.addTask { [self] in
+                for await query in queries where await !answer(query, store: reader, client: client) {
+                    feed.yield(.queryFailed)
+                }
             }
             group.addTask {
                 while !Task.isCancelled {
@@ -144,9 +167,7 @@ public final class CoordinatorService: Service {
                     case .message(let message):
                         let immediate = engine.ingest(topic: message.topic, payload: message.payload, now: now)
                         send(immediate, via: client, metrics: &engine.metrics)
-                        for query in engine.takeQueries() where await !answer(query, store: store, client: client) {
-                            engine.metrics.errors += 1
-                        }
+                        for query in engine.takeQueries() { queryFeed.yield(query) }
                     case .connection(.connected(let sessionPresent)):
                         connections += 1
                         // The first is the connect() above, which published the status already.
@@ -162,6 +183,8 @@ public final class CoordinatorService: Service {
                     case .metricsTick:
                         let metrics = engine.metricsPublication(uptimeSeconds: Double(now - startedAt) / 1000)
                         client.enqueueLogged(metrics.topic, payload: metrics.payload, qos: .atMostOnce, retain: true, logger: logger)
+                    case .queryFailed:
+                        engine.metrics.errors += 1
                     case .tick:
                         break
                     case .shutdown:

@@ -18,9 +18,13 @@ public protocol CoordinatorStore: Actor {
     // The pipeline
     func commit(_ batch: StoreBatch) throws
 
-    // Queries
+    // Queries (answered from ``queryReader()``, never from the pipeline's connection)
     func messages(conversation: String, before sentAt: Millis?, limit: Int) throws -> [DMMessageRow]
-    func logbook(user: String) throws -> [LogbookRow]
+    func logbook(user: String, limit: Int) throws -> [LogbookRow]
+    /// A store for the queries alone, beside this one: for SQLite a read-only WAL
+    /// connection of its own, so a flood of history requests reads concurrently with
+    /// the commits and never holds up anyone's events.
+    nonisolated func queryReader() throws -> any CoordinatorStore
 
     // Operations
     func integrityCheck() throws -> String
@@ -29,7 +33,11 @@ public protocol CoordinatorStore: Actor {
     func close()
 }
 
-extension TandemStore: CoordinatorStore {}
+extension TandemStore: CoordinatorStore {
+    public nonisolated func queryReader() throws -> any CoordinatorStore {
+        try TandemStore.openReader(path: path)
+    }
+}
 
 /// Rebuilds an ``Engine`` from a store: the I/O of a restart, kept out of the engine,
 /// which is built from the values read here (``Engine/init(configuration:recovered:now:)``).

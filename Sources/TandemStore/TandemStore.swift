@@ -27,6 +27,16 @@ public actor TandemStore {
         return try TandemStore(path: path, migrations: migrations, options: options)
     }
 
+    /// A second, read-only connection to a database another `TandemStore` keeps open
+    /// and up to date: WAL lets it read the last committed state while the writer
+    /// commits, so queries (DM history, logbook) never wait in the write pipeline. It
+    /// runs no migrations.
+    public static func openReader(path: String) throws -> TandemStore {
+        var options = SQLiteConnection.Options()
+        options.readOnly = true
+        return try TandemStore(path: path, migrations: [], options: options)
+    }
+
     /// Opens with a chosen migration list: tests use it to build an older schema.
     static func open(path: String, migrations: [Migration]) throws -> TandemStore {
         try TandemStore(path: path, migrations: migrations, options: SQLiteConnection.Options())
@@ -36,9 +46,9 @@ public actor TandemStore {
         let connection: SQLiteConnection
         let values: [String: String]
         do {
-            try Platform.createParentDirectory(of: path)
+            if !options.readOnly { try Platform.createParentDirectory(of: path) }
             connection = try SQLiteConnection(path: path, options: options)
-            try connection.migrate(migrations)
+            if !options.readOnly { try connection.migrate(migrations) }
             let meta = try connection.query("SELECT key, value FROM meta WHERE key IN ('epoch', 'created_at')") {
                 ($0.text(0), $0.text(1))
             }
@@ -235,14 +245,16 @@ public actor TandemStore {
     }
 
     /// A user's finished workouts, most recent start first.
-    public func logbook(user: String) throws -> [LogbookRow] {
+    /// A user's finished workouts, newest first, at most `limit` (the limit is in SQL:
+    /// a long logbook is never read whole for one page).
+    public func logbook(user: String, limit: Int = Int(Int32.max)) throws -> [LogbookRow] {
         try connection.query(
             """
             SELECT user_id, workout_id, started_at, ended_at, origin, mode, distance, elapsed_time,
                    average_pace, average_heart_rate, max_heart_rate
-            FROM logbook WHERE user_id = ?1 ORDER BY started_at DESC, workout_id
+            FROM logbook WHERE user_id = ?1 ORDER BY started_at DESC, workout_id LIMIT ?2
             """,
-            [.text(user)]
+            [.text(user), .integer(Int64(limit))]
         ) { row in
             LogbookRow(userId: row.text(0), workoutId: row.text(1), startedAt: row.int64(2), endedAt: row.int64(3),
                        origin: row.text(4), mode: row.text(5), distance: row.double(6), elapsedTime: row.double(7),

@@ -147,4 +147,50 @@ import TestSupport
             #expect(responses.allSatisfy { $0["error"] == nil || $0["error"]?["code"] == "rate_limited" })
         }
     }
+
+    /// Issue 11: queries are answered from a read connection of their own, beside the
+    /// pipeline. With no rate limit, alice floods 3,000 requests for a 200-message
+    /// history; bob's edit, sent after the whole flood, is answered while alice's
+    /// responses are still coming (answered in the pipeline, it waited behind all of them).
+    @Test(.timeLimit(.minutes(3)))
+    func queriesAreReadBesideThePipeline() async throws {
+        try await withRoomFixture(["--rate-limit", "0"]) { f in
+            let t = nowMillis()
+            try await f.alice.dm(.obj(["commandId": "h-req", "type": "request", "peer": "bob", "timestamp": .int(t), "text": "hi"]))
+            try await f.alice.receipt("h-req")
+            try await f.bob.dm(.obj(["commandId": "h-acc", "type": "accept", "peer": "alice", "timestamp": .int(t + 1)]))
+            try await f.bob.receipt("h-acc")
+            let text = String(repeating: "m", count: 100)
+            for i in 0..<200 {
+                try f.alice.client.enqueue(f.topics.dmCommands(user: "alice"), payload: JSON.obj([
+                    "commandId": .string("h\(i)"), "type": "message", "peer": "bob", "timestamp": .int(t + 2 + Int64(i)), "text": .string(text),
+                ]).serialized())
+            }
+            try await f.alice.receipt("h199", timeout: .seconds(30))
+
+            let total = 3_000
+            let requests = f.topics.requests(user: "alice")
+            for i in 0..<total {
+                try f.alice.client.enqueue(requests, payload: JSON.obj([
+                    "requestId": .string("f\(i)"), "type": "dmHistory", "peer": "bob", "limit": 200,
+                ]).serialized())
+            }
+            try await f.bob.edit(room: "beside", .edit("after-flood", "create", sticker: "x", image: "x.png", frame: (1, 1, 1, 1)))
+            #expect(try await f.bob.receipt("after-flood", timeout: .seconds(60))["status"] == "accepted")
+            let answeredBefore = f.alice.all(on: f.topics.responses(user: "alice")).count
+            let deadline = ContinuousClock.now + .seconds(90)
+            while f.alice.all(on: f.topics.responses(user: "alice")).count < total, ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            let responses = f.alice.all(on: f.topics.responses(user: "alice"))
+            print("LimitsTests: bob's receipt came when \(answeredBefore) of \(total) history pages were out")
+            #expect(answeredBefore < total, "bob's receipt waited for every query")
+            #expect(responses.count == total)
+            let fullPages = responses.count { response in
+                guard response["error"] == nil, case .array(let messages)? = response["messages"] else { return false }
+                return messages.count == 200
+            }
+            #expect(fullPages == total, "\(responses.first?.text ?? "")")
+        }
+    }
 }
