@@ -5,6 +5,7 @@ let package = Package(
     name: "tandem",
     platforms: [.macOS(.v15)],
     products: [
+        .library(name: "TandemClient", targets: ["TandemClient"]),
         .executable(name: "tandem-coordinator", targets: ["tandem-coordinator"]),
         .executable(name: "tandem-agent", targets: ["tandem-agent"]),
         .executable(name: "tandem-bench", targets: ["tandem-bench"]),
@@ -60,11 +61,21 @@ let package = Package(
             ]
         ),
 
-        // What a peer runs: room member, DM user, workout device.
+        // The client library apps import: presence, replicas, receipts and resends over a
+        // small transport protocol (libmosquitto's adapter in MosquittoTransport.swift).
+        .target(
+            name: "TandemClient",
+            dependencies: [
+                "TandemCore", "TandemMQTT",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+
+        // What a peer runs: room member, DM user, workout device. Built on TandemClient.
         .target(
             name: "TandemAgent",
             dependencies: [
-                "TandemCore", "TandemMQTT",
+                "TandemClient", "TandemCore", "TandemMQTT",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -121,7 +132,7 @@ let package = Package(
             // The binaries are dependencies so that `swift test` builds them: the tests
             // run them the way a person does.
             dependencies: [
-                "TandemCore", "TandemMQTT", "TandemStore", "TestSupport", "tandem-coordinator", "tandem-agent",
+                "TandemClient", "TandemCore", "TandemMQTT", "TandemStore", "TestSupport", "tandem-coordinator", "tandem-agent",
             ]
         ),
     ],

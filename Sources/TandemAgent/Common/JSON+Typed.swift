@@ -1,11 +1,5 @@
 import TandemCore
 
-extension Receipt {
-    /// Whether the coordinator has taken the event or command (a duplicate was taken
-    /// before).
-    public var isAcknowledgement: Bool { status != .rejected }
-}
-
 extension JSON {
     /// The same object with `type` first: the shape of every `--json` line.
     public func typed(_ type: String) -> JSON {

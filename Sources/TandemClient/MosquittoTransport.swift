@@ -1,0 +1,73 @@
+import TandemCore
+import TandemMQTT
+
+/// ``TandemTransport`` over libmosquitto (TandemMQTT): the transport on Linux, and the one
+/// the `tandem-agent` binary uses. It is the only file of TandemClient that knows MQTT's
+/// client library; everything else speaks ``TandemTransport``.
+public struct MosquittoTransport: TandemTransport {
+    public let client: MQTTClient
+
+    /// Wraps a client whose configuration already carries the presence will.
+    public init(_ client: MQTTClient) {
+        self.client = client
+    }
+
+    /// A client for `user` under `clientId`, with the retained offline will on its
+    /// presence topic the contract asks for, and a clean session.
+    public init(
+        host: String, port: Int, username: String? = nil, password: String? = nil, tls: MQTTTLS? = nil,
+        user: String, clientId: String, topics: Topics = Topics()
+    ) throws {
+        client = try MQTTClient(configuration: MQTTConfiguration(
+            host: host, port: port, clientId: clientId, username: username, password: password,
+            will: MQTTWill(topic: topics.presence(user: user, clientId: clientId),
+                           payload: TandemClient.offline, qos: .atLeastOnce, retain: true),
+            session: .cleanStart, tls: tls))
+    }
+
+    public func connect() async throws { try await client.connect() }
+    public func disconnect() async { await client.disconnect() }
+    public var isConnected: Bool { client.isConnected }
+    public var lastProblem: String? { client.lastProblem }
+
+    public func publish(_ topic: String, payload: [UInt8], retain: Bool) async throws {
+        try await client.publish(topic, payload: payload, qos: .atLeastOnce, retain: retain)
+    }
+
+    public func enqueue(_ topic: String, payload: [UInt8], retain: Bool) throws {
+        try client.enqueue(topic, payload: payload, qos: .atLeastOnce, retain: retain)
+    }
+
+    public func subscribe(_ filters: [String]) async throws -> AsyncThrowingStream<TransportMessage, any Error> {
+        let subscription = try await client.subscribe(filters, qos: .atLeastOnce)
+        let (stream, continuation) = AsyncThrowingStream<TransportMessage, any Error>.makeStream()
+        let task = Task {
+            do {
+                for try await m in subscription {
+                    continuation.yield(TransportMessage(topic: m.topic, payload: m.payload, retained: m.retain))
+                }
+                continuation.finish()
+            } catch {
+                continuation.finish(throwing: error)
+            }
+        }
+        continuation.onTermination = { _ in task.cancel() }
+        return stream
+    }
+
+    public var events: AsyncStream<TransportEvent> {
+        let source = client.events
+        let (stream, continuation) = AsyncStream<TransportEvent>.makeStream()
+        let task = Task {
+            for await event in source {
+                switch event {
+                case .connected: continuation.yield(.connected)
+                case .disconnected(let reason): continuation.yield(.disconnected(reason: reason))
+                }
+            }
+            continuation.finish()
+        }
+        continuation.onTermination = { _ in task.cancel() }
+        return stream
+    }
+}

@@ -1,0 +1,50 @@
+import TandemCore
+
+/// A message the transport delivered: its topic and a copy of its bytes.
+public struct TransportMessage: Sendable, Equatable {
+    public var topic: String
+    public var payload: [UInt8]
+    public var retained: Bool
+
+    public init(topic: String, payload: [UInt8], retained: Bool = false) {
+        self.topic = topic
+        self.payload = payload
+        self.retained = retained
+    }
+}
+
+/// What happened to the connection.
+public enum TransportEvent: Sendable, Equatable {
+    /// Connected, every subscription acknowledged.
+    case connected
+    /// The connection dropped or an attempt failed; the transport keeps retrying.
+    case disconnected(reason: String)
+}
+
+/// The small piece of MQTT that ``TandemClient`` needs. Linux uses
+/// ``MosquittoTransport`` (libmosquitto); an Apple app plugs in its own (over
+/// Network.framework or any MQTT v5 client), with nothing else of the library changing.
+///
+/// Every publish is QoS 1. A transport must:
+/// - set, before it connects, a retained will saying `{"online":false}` on the client's
+///   presence topic (``TandemClient/presenceTopic``), so a crash is seen;
+/// - keep reconnecting on its own after a drop, and report both edges on ``events``;
+/// - deliver messages of every subscription made before `connect()`, retained ones included.
+public protocol TandemTransport: Sendable {
+    /// Connects; returns once connected and every subscription so far is acknowledged.
+    /// Throws on refused credentials; retries network failures until cancelled.
+    func connect() async throws
+    /// Disconnects cleanly (so the will is not published).
+    func disconnect() async
+    var isConnected: Bool { get }
+    /// Why the last connection attempt failed, for people; nil when nothing failed.
+    var lastProblem: String? { get }
+    /// Publishes at QoS 1 and returns once the broker has it.
+    func publish(_ topic: String, payload: [UInt8], retain: Bool) async throws
+    /// Hands a QoS 1 message over without waiting; throws when it cannot even be queued.
+    func enqueue(_ topic: String, payload: [UInt8], retain: Bool) throws
+    /// Subscribes at QoS 1; the stream ends when the transport is closed.
+    func subscribe(_ filters: [String]) async throws -> AsyncThrowingStream<TransportMessage, any Error>
+    /// Connection edges, for as long as the transport lives.
+    var events: AsyncStream<TransportEvent> { get }
+}
