@@ -1,0 +1,109 @@
+import Testing
+import TandemClient
+import TandemCore
+import TestSupport
+
+/// Issue 13's "Done when" for the SDK: a room, a chat and a mirrored workout driven
+/// through `TandemClient` against the real broker and coordinator.
+@Suite(.serialized) struct ClientLibraryTests {
+    func client(_ broker: MosquittoBroker, _ user: String, device: String, flightInterval: Millis = 3_000) throws -> TandemClient {
+        let clientId = "\(user)-\(device)"
+        let transport = try MosquittoTransport(
+            host: broker.host, port: broker.port, username: user, password: "\(user)-demo", user: user, clientId: clientId)
+        return TandemClient(transport: transport, user: user, clientId: clientId, flightInterval: flightInterval)
+    }
+
+    @Test func roomChatAndMirroredWorkout() async throws {
+        try await withBroker(.shipped) { broker in
+            let coordinator = try await CoordinatorProcess.start(broker: broker)
+            let alice = try client(broker, "alice", device: "phone")
+            let bob = try client(broker, "bob", device: "phone")
+            let watch = try client(broker, "alice", device: "watch", flightInterval: 1_000)
+            try await alice.connect()
+            try await bob.connect()
+            try await watch.connect()
+
+            // A room: an optimistic create, accepted; bob's acquire is rejected and rolled back.
+            let aliceRoom = try await alice.room("sdk-room")
+            let bobRoom = try await bob.room("sdk-room")
+            let frame = Frame(x: 1, y: 2, width: 3, height: 4)
+            let created = try await alice.edit(.create, sticker: "s1", in: "sdk-room", image: "a.png", frame: frame)
+            #expect(created.status == .accepted && created.version == 1, "\(created)")
+            let confirmed = try await first(aliceRoom) { $0.version >= 1 && $0.pendingEventIds.isEmpty }
+            #expect(confirmed.visibleStickers.map(\.id) == ["s1"])
+            _ = try await first(bobRoom) { $0.version >= 1 }
+            let taken = try await bob.edit(.acquire, sticker: "s1", in: "sdk-room")
+            #expect(taken.status == .rejected && taken.code == .ownedByOther, "\(taken)")
+            let rolledBack = try #require(await bob.replica(of: "sdk-room"))
+            #expect(rolledBack.pendingEventIds.isEmpty)
+            #expect(rolledBack.visibleSticker("s1")?.owner == "alice")
+
+            // A chat: request, accept, message; each side's replica follows.
+            let bobView = try await bob.conversation(with: "alice")
+            let aliceView = try await alice.conversation(with: "bob")
+            #expect(try await alice.dm(.request, to: "bob", text: "hi").status == .accepted)
+            _ = try await first(bobView) { $0.status == .received && $0.messages.map(\.text) == ["hi"] }
+            #expect(try await bob.dm(.accept, to: "alice").status == .accepted)
+            #expect(try await bob.dm(.message, to: "alice", text: "yo").status == .accepted)
+            let seen = try await first(aliceView) { $0.status == .active && $0.messages.count == 2 }
+            #expect(seen.messages.map(\.text) == ["hi", "yo"])
+            #expect(seen.unread == 1)
+
+            // A mirrored workout started on the watch: the watch is origin and publishes
+            // throttled flight data and health; the phone mirrors it and stops it.
+            let run = "sdk-run"
+            let phoneState = try await alice.workout(run)
+            let started = try await watch.control(.start, workout: run, from: .watch, mode: .mirrored)
+            #expect(started.status == .accepted, "\(started)")
+            let running = try await first(phoneState) { $0.status == .running }
+            #expect(alice.startOrigin(of: .phone, in: running) == .remote)
+            #expect(watch.startOrigin(of: .watch, in: running) == .local)
+            let mirrored = try await alice.mirroredFlights(workout: run, origin: running.origin)
+            let base = WallClock.now() - 3_000
+            func flight(_ offset: Millis, _ distance: Double) -> FlightData {
+                FlightData(timestamp: base + offset, elapsedTime: Double(offset) / 1000, distance: distance, pace: 300,
+                           altitude: 10, heading: 90, gpwsStatus: .normal, latitude: 47.6, longitude: -122.3)
+            }
+            #expect(try await watch.publishFlight(flight(0, 0), workout: run, from: .watch))
+            #expect(try await watch.publishFlight(flight(500, 2), workout: run, from: .watch) == false, "throttled")
+            #expect(try await watch.publishFlight(flight(2_000, 10), workout: run, from: .watch))
+            try await watch.publishHealth(HealthData(timestamp: base + 2_000, heartRate: 128, cadence: 170, activeEnergy: 5), workout: run)
+            let last = try await first(mirrored) { $0.distance == 10 }
+            #expect(last.elapsedTime == 2)
+            _ = try await first(phoneState) { $0.health?.heartRate == 128 && $0.flight?.distance == 10 }
+            #expect(try await alice.control(.stop, workout: run, from: .phone).status == .accepted)
+            let finished = try await first(phoneState) { $0.status == .finished }
+            #expect(finished.summary?.distance == 10)
+            #expect(finished.summary?.maxHeartRate == 128)
+            #expect(await alice.pendingCount == 0)
+
+            await alice.close()
+            await bob.close()
+            await watch.close()
+            _ = await coordinator.stop()
+        }
+    }
+
+    /// The first element that satisfies `condition`, or an error after a generous bound.
+    func first<Element: Sendable>(
+        _ stream: AsyncStream<Element>, timeout: Duration = .seconds(30), where condition: @escaping @Sendable (Element) -> Bool
+    ) async throws -> Element {
+        try await withThrowingTaskGroup(of: Element?.self) { group in
+            group.addTask {
+                for await element in stream where condition(element) { return element }
+                return nil
+            }
+            group.addTask {
+                try await Task.sleep(for: timeout)
+                return nil
+            }
+            defer { group.cancelAll() }
+            guard let found = try await group.next() ?? nil else { throw WaitError() }
+            return found
+        }
+    }
+
+    struct WaitError: Error, CustomStringConvertible {
+        var description: String { "the awaited state did not come" }
+    }
+}
