@@ -23,8 +23,8 @@ public final class AgentSession: Sendable {
     public var topics: Topics { configuration.topics }
     public var user: String { configuration.user }
 
-    private static let online = JSON.obj(["online": true]).serialized()
-    private static let offline = JSON.obj(["online": false]).serialized()
+    private static let online = TandemClient.online
+    private static let offline = TandemClient.offline
 
     public init(configuration: AgentConfiguration, console: Console, logger: Logger) throws {
         self.configuration = configuration
