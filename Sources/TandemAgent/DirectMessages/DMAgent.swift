@@ -14,6 +14,12 @@ public actor DMAgent {
     private var coordinator = CoordinatorWatch()
     /// Input lines that could not be understood (a typo in a script): the exit code says so.
     private var badLines = 0
+    /// Conversations whose ConversationChanges left a gap, with the version the next
+    /// snapshot must reach. Snapshots are paced to once a second, so a script that ends
+    /// right after a gap waits (up to ``gapWait``) for the snapshot that fills it.
+    private var behind: [String: Int64] = [:]
+    /// How long a finishing script waits for the snapshot that fills a gap.
+    public static let gapWait: Duration = .seconds(3)
     private var console: Console { session.console }
 
     /// How long to wait after SUBACK for the retained snapshots.
@@ -124,6 +130,9 @@ public actor DMAgent {
             }
             peer = changes.peer
             updates = book.take(changes, now: WallClock.now())
+            if updates == nil, let held = book.replicas[peer]?.version, held < changes.fromVersion {
+                behind[peer] = max(behind[peer] ?? 0, changes.toVersion)
+            }
         } else {
             let snapshot: ConversationSnapshot
             do {
@@ -134,6 +143,7 @@ public actor DMAgent {
             }
             peer = snapshot.peer
             updates = book.take(snapshot)
+            if let target = behind[peer], (book.replicas[peer]?.version ?? 0) >= target { behind[peer] = nil }
         }
         guard let updates, started, let view = book.conversations[peer] else { return }
         if console.json {
@@ -151,6 +161,10 @@ public actor DMAgent {
         let abandoned = await session.sender.settle(timeout: Self.settleTimeout)
         for outgoing in abandoned {
             console.error("no receipt for \(outgoing.label) (\(outgoing.id)) after \(Self.settleTimeout.components.seconds) s", code: "timeout")
+        }
+        let deadline = ContinuousClock.now + Self.gapWait
+        while !behind.isEmpty, ContinuousClock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(50))
         }
         let rejected = await session.sender.rejectedCount
         await session.close()
