@@ -17,6 +17,9 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-collections.git", from: "1.6.0"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
     ],
     targets: [
         // C libraries, through pkg-config (Debian: libmosquitto-dev, libsqlite3-dev).
@@ -49,11 +52,25 @@ let package = Package(
             dependencies: ["CSQLite", "TandemCore"]
         ),
 
+        // PostgreSQL: the same schema meaning as TandemStore, plus the leader lease
+        // (a term that fences every commit) for coordinators that take over.
+        .target(
+            name: "TandemPostgres",
+            dependencies: [
+                "TandemCore",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+
         // The coordinator service: topic -> decode -> order -> apply -> persist -> publish.
         .target(
             name: "TandemCoordinator",
             dependencies: [
-                "TandemCore", "TandemMQTT", "TandemStore",
+                "TandemCore", "TandemMQTT", "TandemStore", "TandemPostgres",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "DequeModule", package: "swift-collections"),
@@ -123,7 +140,7 @@ let package = Package(
             path: "Tests/TestSupport"
         ),
         .testTarget(name: "TandemCoreTests", dependencies: ["TandemCore"]),
-        .testTarget(name: "TandemStoreTests", dependencies: ["TandemStore"]),
+        .testTarget(name: "TandemStoreTests", dependencies: ["TandemStore", "TandemPostgres", "TandemCore", "TestSupport"]),
         .testTarget(name: "TandemCoordinatorTests", dependencies: ["TandemCoordinator", "TandemCore", "TandemStore"]),
         .testTarget(name: "TandemMQTTTests", dependencies: ["TandemMQTT", "TestSupport"]),
         .testTarget(name: "TandemAgentTests", dependencies: ["TandemAgent", "TandemCore"]),

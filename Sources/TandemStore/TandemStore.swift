@@ -319,3 +319,12 @@ public actor TandemStore {
         try connection.run("VACUUM INTO ?1", [.text(path)])
     }
 }
+
+extension TandemStore: CoordinatorStore {
+    public nonisolated var location: String { path }
+
+    /// A read-only WAL connection of its own (``openReader(path:)``).
+    public nonisolated func queryReader() throws -> any CoordinatorStore {
+        try TandemStore.openReader(path: path)
+    }
+}

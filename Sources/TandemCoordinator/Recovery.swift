@@ -1,0 +1,21 @@
+import TandemCore
+
+/// Rebuilds an ``Engine`` from a store: the I/O of a restart, kept out of the engine,
+/// which is built from the values read here (``Engine/init(configuration:recovered:now:)``).
+public enum Recovery {
+    public static func engine(configuration: CoordinatorConfiguration, store: some CoordinatorStore, now: Millis) async throws -> Engine {
+        let roomRows = try await store.loadEntities(kind: EntityKind.room)
+        // The store reads the remembered ids on its own thread while this task rebuilds
+        // the rooms: the two largest parts of a restart, overlapped on two cores.
+        async let seenIds = store.loadSeenIds(since: now - configuration.seenIdRetentionMs)
+        var recovered = Engine.Recovered()
+        recovered.rooms = try await Engine.parseRooms(roomRows)
+        for row in try await store.loadEntities(kind: EntityKind.conversation) {
+            let stored = try await store.latestMessages(conversation: row.key, limit: Conversation.windowSize)
+            recovered.conversations.append(Engine.Recovered.StoredConversation(row: row, latestMessages: stored))
+        }
+        recovered.workouts = try await store.loadEntities(kind: EntityKind.workout)
+        recovered.seenIds = try await seenIds
+        return try Engine(configuration: configuration, epoch: store.epoch, recovered: recovered, now: now)
+    }
+}

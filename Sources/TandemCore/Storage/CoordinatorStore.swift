@@ -1,0 +1,46 @@
+/// What the coordinator needs of its store, and no more: recovery reads, the batch
+/// commit, the queries, the audit trail, and the operator's check and backup.
+///
+/// Two stores conform: `TandemStore` (SQLite, the embedded default: one coordinator
+/// owns the file) and `PostgresStore` (PostgreSQL: several coordinators share the
+/// database, one leads at a time, and every commit is fenced by its leader term). The
+/// engine never sees a store: it takes and returns values (`StoreBatch`, `EntityRow`,
+/// ...). The conformance suite (Tests/TandemStoreTests/StoreConformanceTests.swift)
+/// runs the same expectations against both.
+public protocol CoordinatorStore: Actor {
+    /// The id made once when the database was created (every snapshot's `epoch`).
+    nonisolated var epoch: String { get }
+    /// Where the data lives, for logs and reports: a file path, or a PostgreSQL URL
+    /// without its password.
+    nonisolated var location: String { get }
+
+    // Recovery
+    func loadEntities(kind: String) async throws -> [EntityRow]
+    func loadSeenIds(since: Millis) async throws -> [SeenId]
+    func latestMessages(conversation: String, limit: Int) async throws -> [DMMessageRow]
+
+    // The pipeline
+    /// Writes everything of one batch in one transaction: all of it or none (see
+    /// `StoreBatch` for the order). Seen ids already present keep their first time;
+    /// entities and logbook rows are upserts; a message seq written twice fails the batch.
+    func commit(_ batch: StoreBatch) async throws
+
+    // Queries (answered from ``queryReader()``, never from the pipeline's connection)
+    /// Up to `limit` messages sent strictly before `sentAt` (all when nil), newest first.
+    func messages(conversation: String, before sentAt: Millis?, limit: Int) async throws -> [DMMessageRow]
+    /// A user's finished workouts, newest first, at most `limit`.
+    func logbook(user: String, limit: Int) async throws -> [LogbookRow]
+    /// A store for the queries alone, beside this one (a connection of its own), so a
+    /// flood of history requests never holds up anyone's events.
+    func queryReader() async throws -> any CoordinatorStore
+
+    // Audit and operations
+    /// Event-log rows with `seq` above `after`, in commit order.
+    func eventLog(after seq: Int64, limit: Int) async throws -> [EventLogRow]
+    /// "ok", or the list of problems found.
+    func integrityCheck() async throws -> String
+    func summary() async throws -> StoreSummary
+    /// A consistent copy into a new file (SQLite); PostgreSQL throws and names its own tools.
+    func backup(to path: String) async throws
+    func close() async
+}

@@ -1,0 +1,436 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Logging
+import NIOCore
+import PostgresNIO
+import TandemCore
+
+/// Tandem's database on PostgreSQL: the one owner of one connection, like the SQLite
+/// `TandemStore`, and the same `CoordinatorStore` to the coordinator.
+///
+/// A store opened with a ``LeaderFence`` belongs to one leader term. Every commit
+/// checks, inside its own transaction and under a share lock on the lease row, that the
+/// term is still the database's: a takeover (which updates that row) waits for a commit
+/// in progress, and a commit after a takeover fails with ``PostgresStoreError/Kind/fenced``.
+/// So a deposed leader can never write, and a new leader's recovery reads every batch
+/// the old one committed.
+///
+/// A commit whose connection is lost is retried on a new connection while the fence
+/// still holds; the batch's number, written in the same transaction, tells a retry
+/// whether the first try committed after all, so no batch is applied twice.
+public actor PostgresStore: CoordinatorStore {
+    public nonisolated let epoch: String
+    public nonisolated let createdAt: Millis
+    public nonisolated let url: PostgresURL
+    public nonisolated var location: String { url.description }
+    let fence: LeaderFence?
+    let logger: Logger
+    let link: PostgresLink
+    /// Batches committed (or being committed) in this term.
+    var batchNumber: Int64 = 0
+
+    /// The leader term a store writes under, and how this process knows it still holds it.
+    public struct LeaderFence: Sendable {
+        public var term: Int64
+        /// The lease's length: a leader's session gives up a transaction left idle for a
+        /// quarter of it (a frozen process must not hold the lease row's lock).
+        public var leaseMs: Int64
+        /// False once this process's own deadline for the lease has passed (it stops
+        /// retrying then: a standby may be about to take over).
+        public var holds: @Sendable () -> Bool
+
+        public init(term: Int64, leaseMs: Int64, holds: @escaping @Sendable () -> Bool) {
+            self.term = term
+            self.leaseMs = leaseMs
+            self.holds = holds
+        }
+    }
+
+    /// Connects, brings the schema up to date and reads the epoch. `fence`: the leader
+    /// term the commits are checked against (nil: unfenced, for tools and tests).
+    public static func open(url: PostgresURL, fence: LeaderFence?, logger: Logger) async throws -> PostgresStore {
+        var settings: [(String, String)] = []
+        if let fence { settings.append(("idle_in_transaction_session_timeout", String(max(200, fence.leaseMs / 4)))) }
+        let link = PostgresLink(url: url, role: fence.map { "leader term \($0.term)" } ?? "store", settings: settings, logger: logger)
+        let connection = try await link.open()
+        do {
+            _ = try await PostgresSchema.migrate(connection, logger: logger)
+            let (epoch, createdAt) = try await readMeta(connection, logger: logger)
+            return PostgresStore(url: url, epoch: epoch, createdAt: createdAt, fence: fence, link: link, logger: logger)
+        } catch {
+            await link.drop()
+            throw PostgresStoreError(doing: "open \(url)", error)
+        }
+    }
+
+    /// A connection for reads only (queries, the operator's check): no migrations, no fence.
+    public static func openReader(url: PostgresURL, logger: Logger) async throws -> PostgresStore {
+        let link = PostgresLink(url: url, role: "reader", logger: logger)
+        let connection = try await link.open()
+        do {
+            let (epoch, createdAt) = try await readMeta(connection, logger: logger)
+            return PostgresStore(url: url, epoch: epoch, createdAt: createdAt, fence: nil, link: link, logger: logger)
+        } catch {
+            await link.drop()
+            throw PostgresStoreError(doing: "open \(url) for reading", error)
+        }
+    }
+
+    private init(url: PostgresURL, epoch: String, createdAt: Millis, fence: LeaderFence?, link: PostgresLink, logger: Logger) {
+        self.url = url
+        self.epoch = epoch
+        self.createdAt = createdAt
+        self.fence = fence
+        self.link = link
+        self.logger = logger
+    }
+
+    static func readMeta(_ connection: PostgresConnection, logger: Logger) async throws -> (String, Millis) {
+        var values: [String: String] = [:]
+        let rows = try await connection.query(
+            PostgresQuery(unsafeSQL: "SELECT key, value FROM meta WHERE key IN ('epoch', 'created_at')"), logger: logger)
+        for try await (key, value) in rows.decode((String, String).self) { values[key] = value }
+        guard let epoch = values["epoch"], !epoch.isEmpty else {
+            throw PostgresStoreError(kind: .schema, message: "meta has no epoch: not a Tandem database")
+        }
+        return (epoch, values["created_at"].flatMap { Millis($0) } ?? 0)
+    }
+
+    public func close() async {
+        await link.drop()
+    }
+
+    public func queryReader() async throws -> any CoordinatorStore {
+        try await PostgresStore.openReader(url: url, logger: logger)
+    }
+
+    // MARK: Running statements
+
+    /// Runs `body` on the connection; a failure comes back as a ``PostgresStoreError``
+    /// and a lost connection is dropped, so the next call connects again.
+    func withConnection<T>(_ what: @autoclosure () -> String, _ body: (PostgresConnection) async throws -> T) async throws -> T {
+        do {
+            return try await body(try await link.open())
+        } catch {
+            let failure = PostgresStoreError(doing: what(), error)
+            if failure.isConnectionLoss { await link.drop() }
+            throw failure
+        }
+    }
+
+    func rows<Row: Sendable>(
+        _ sql: String, _ bindings: PostgresBindings = PostgresBindings(), _ what: String,
+        _ make: (PostgresRow) throws -> Row
+    ) async throws -> [Row] {
+        try await withConnection(what) { connection in
+            var out: [Row] = []
+            for try await row in try await connection.query(PostgresQuery(unsafeSQL: sql, binds: bindings), logger: logger) {
+                out.append(try make(row))
+            }
+            return out
+        }
+    }
+
+    // MARK: Writing
+
+    public func commit(_ batch: StoreBatch) async throws {
+        guard !batch.isEmpty else { return }
+        batchNumber += 1
+        let number = batchNumber
+        var delayMs: UInt64 = 50
+        var attempt = 0
+        while true {
+            if let fence, !fence.holds() {
+                throw PostgresStoreError(kind: .fenced, message: "commit batch \(number) of term \(fence.term): this process's lease ran out before the database took it")
+            }
+            do {
+                let connection = try await link.open()
+                if attempt > 0, try await committed(term: fence?.term ?? 0, batch: number, on: connection) {
+                    logger.notice("batch \(number) had committed before the connection was lost; not writing it again")
+                    return
+                }
+                try await write(batch, number: number, on: connection)
+                if attempt > 0 { logger.notice("batch \(number) committed after \(attempt) retries") }
+                return
+            } catch {
+                let failure = PostgresStoreError(doing: "commit batch \(number)", error)
+                guard failure.isConnectionLoss else {
+                    if let connection = link.connection {
+                        _ = try? await connection.query(PostgresQuery(unsafeSQL: "ROLLBACK"), logger: logger)
+                    }
+                    throw failure
+                }
+                await link.drop()
+                attempt += 1
+                logger.warning("\(failure.message); retrying in \(delayMs) ms (attempt \(attempt))")
+                try await Task.sleep(nanoseconds: delayMs * 1_000_000)
+                delayMs = min(delayMs * 2, 1_000)
+            }
+        }
+    }
+
+    /// Whether the commit marker says batch `number` of `term` is in the database.
+    func committed(term: Int64, batch number: Int64, on connection: PostgresConnection) async throws -> Bool {
+        let rows = try await connection.query(
+            PostgresQuery(unsafeSQL: "SELECT term, batch FROM coordinator_commit WHERE id = 1"), logger: logger)
+        for try await (t, b) in rows.decode((Int64, Int64).self) { return t == term && b >= number }
+        return false
+    }
+
+    private func run(_ connection: PostgresConnection, _ sql: String, _ bindings: PostgresBindings = PostgresBindings()) async throws {
+        try await connection.query(PostgresQuery(unsafeSQL: sql, binds: bindings), logger: logger)
+    }
+
+    /// One transaction: the fence and the marker, then each table in `StoreBatch`'s order,
+    /// a statement per table with the rows as arrays (`unnest`), so a batch costs a
+    /// handful of round trips whatever its size.
+    private func write(_ batch: StoreBatch, number: Int64, on connection: PostgresConnection) async throws {
+        try await run(connection, "BEGIN")
+        // The fence and the marker in one statement: zero rows updated means the lease
+        // row names another term. FOR SHARE makes a takeover wait for this transaction.
+        let term = fence?.term
+        let marked = try await connection.query(PostgresQuery(unsafeSQL: """
+            UPDATE coordinator_commit SET term = $1, batch = $2
+            WHERE id = 1 AND ($3 OR EXISTS (SELECT 1 FROM coordinator_lease WHERE id = 1 AND term = $1 FOR SHARE))
+            RETURNING batch
+            """, binds: binds(term ?? 0, number, term == nil)), logger: logger)
+        var fenced = true
+        for try await _ in marked { fenced = false }
+        if fenced {
+            try await run(connection, "ROLLBACK")
+            throw PostgresStoreError(kind: .fenced, message: "commit batch \(number) of term \(term ?? 0): the database's lease names another term (another coordinator took over)")
+        }
+
+        if !batch.seenIds.isEmpty {
+            let s = batch.seenIds
+            try await run(connection, """
+                INSERT INTO seen_ids(user_id, id, kind, seen_at, status, code, version)
+                SELECT u, i, k, t, NULLIF(st, ''), NULLIF(c, ''), NULLIF(v, \(Int64.min))
+                FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::text[], $6::text[], $7::int8[]) AS x(u, i, k, t, st, c, v)
+                ON CONFLICT (user_id, id) DO NOTHING
+                """, binds(
+                    s.map(\.userId), s.map(\.id), s.map(\.kind.rawValue), s.map(\.seenAt),
+                    s.map { $0.original?.status.rawValue ?? "" }, s.map { $0.original?.code?.rawValue ?? "" },
+                    s.map { $0.original?.version ?? .min }))
+        }
+        if !batch.events.isEmpty {
+            let e = batch.events
+            try await run(connection, """
+                INSERT INTO event_log(at, kind, user_id, target, id, status, code, version, payload)
+                SELECT a, k, u, t, i, st, NULLIF(c, ''), NULLIF(v, \(Int64.min)), CASE WHEN hp THEN p END
+                FROM unnest($1::int8[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::int8[],
+                            $9::bool[], $10::bytea[]) WITH ORDINALITY AS x(a, k, u, t, i, st, c, v, hp, p, n)
+                ORDER BY n
+                """, binds(
+                    e.map(\.at), e.map(\.kind.rawValue), e.map(\.userId), e.map(\.target), e.map(\.id),
+                    e.map(\.status.rawValue), e.map { $0.code?.rawValue ?? "" }, e.map { $0.version ?? .min },
+                    e.map { $0.payload != nil }, e.map { ByteBuffer(bytes: $0.payload ?? []) }))
+        }
+        if !batch.entities.isEmpty {
+            // One row per key (the last write wins, as with SQLite's upserts in order):
+            // ON CONFLICT DO UPDATE may not touch a row twice in one statement.
+            let rows = Self.lastPerKey(batch.entities) { "\($0.kind)\u{1}\($0.key)" }
+            try await run(connection, """
+                INSERT INTO entities(kind, key, version, body, updated_at)
+                SELECT * FROM unnest($1::text[], $2::text[], $3::int8[], $4::bytea[], $5::int8[])
+                ON CONFLICT (kind, key) DO UPDATE SET
+                    version = excluded.version, body = excluded.body, updated_at = excluded.updated_at
+                """, binds(
+                    rows.map(\.kind), rows.map(\.key), rows.map(\.version), rows.map { ByteBuffer(bytes: $0.body) },
+                    rows.map(\.updatedAt)))
+        }
+        if !batch.messages.isEmpty {
+            let m = batch.messages
+            try await run(connection, """
+                INSERT INTO dm_messages(conversation, seq, id, sender, text, sent_at, is_read)
+                SELECT * FROM unnest($1::text[], $2::int8[], $3::text[], $4::text[], $5::bytea[], $6::int8[], $7::bool[])
+                """, binds(
+                    m.map(\.conversation), m.map(\.seq), m.map(\.id), m.map(\.sender),
+                    m.map { ByteBuffer(bytes: Array($0.text.utf8)) }, m.map(\.sentAt), m.map(\.isRead)))
+        }
+        if !batch.readMarks.isEmpty {
+            let r = batch.readMarks
+            try await run(connection, """
+                UPDATE dm_messages AS d SET is_read = true
+                FROM unnest($1::text[], $2::text[], $3::int8[]) AS m(conversation, sender, through)
+                WHERE d.conversation = m.conversation AND d.sender = m.sender AND d.seq <= m.through AND NOT d.is_read
+                """, binds(r.map(\.conversation), r.map(\.sender), r.map(\.throughSeq)))
+        }
+        if !batch.logbook.isEmpty {
+            let l = Self.lastPerKey(batch.logbook) { "\($0.userId)\u{1}\($0.workoutId)" }
+            let nan = Double.nan
+            try await run(connection, """
+                INSERT INTO logbook(user_id, workout_id, started_at, ended_at, origin, mode, distance, elapsed_time,
+                                    average_pace, average_heart_rate, max_heart_rate)
+                SELECT u, w, s, e, o, m, d, t, NULLIF(p, 'NaN'::float8), NULLIF(a, 'NaN'::float8), NULLIF(x, 'NaN'::float8)
+                FROM unnest($1::text[], $2::text[], $3::int8[], $4::int8[], $5::text[], $6::text[], $7::float8[],
+                            $8::float8[], $9::float8[], $10::float8[], $11::float8[]) AS r(u, w, s, e, o, m, d, t, p, a, x)
+                ON CONFLICT (user_id, workout_id) DO UPDATE SET
+                    started_at = excluded.started_at, ended_at = excluded.ended_at, origin = excluded.origin,
+                    mode = excluded.mode, distance = excluded.distance, elapsed_time = excluded.elapsed_time,
+                    average_pace = excluded.average_pace, average_heart_rate = excluded.average_heart_rate,
+                    max_heart_rate = excluded.max_heart_rate
+                """, binds(
+                    l.map(\.userId), l.map(\.workoutId), l.map(\.startedAt), l.map(\.endedAt), l.map(\.origin), l.map(\.mode),
+                    l.map(\.distance), l.map(\.elapsedTime), l.map { $0.averagePace ?? nan },
+                    l.map { $0.averageHeartRate ?? nan }, l.map { $0.maxHeartRate ?? nan }))
+        }
+        try await run(connection, "COMMIT")
+    }
+
+    /// The rows with the last occurrence of each key kept, in the order of those last occurrences.
+    static func lastPerKey<Row>(_ rows: [Row], key: (Row) -> String) -> [Row] {
+        var last: [String: Int] = [:]
+        for (index, row) in rows.enumerated() { last[key(row)] = index }
+        guard last.count < rows.count else { return rows }
+        return rows.indices.filter { last[key(rows[$0])] == $0 }.map { rows[$0] }
+    }
+
+    // MARK: Reading
+
+    public func loadEntities(kind: String) async throws -> [EntityRow] {
+        try await rows(
+            "SELECT kind, key, version, body, updated_at FROM entities WHERE kind = $1 ORDER BY key", binds(kind),
+            "load \(kind) rows"
+        ) { row in
+            let (kind, key, version, body, updatedAt) = try row.decode((String, String, Int64, ByteBuffer, Int64).self)
+            return EntityRow(kind: kind, key: key, version: version, body: Array(body.readableBytesView), updatedAt: updatedAt)
+        }
+    }
+
+    public func loadSeenIds(since: Millis) async throws -> [SeenId] {
+        try await rows(
+            "SELECT user_id, id, kind, seen_at, status, code, version FROM seen_ids WHERE seen_at >= $1", binds(since),
+            "load remembered ids"
+        ) { row in
+            let (user, id, kind, seenAt, status, code, version) = try row.decode(
+                (String, String, String, Int64, String?, String?, Int64?).self)
+            var original: Receipt.Original?
+            if let status = status.flatMap(Receipt.Status.init(rawValue:)) {
+                original = Receipt.Original(status: status, code: code.flatMap(ReceiptCode.init(rawValue:)), version: version)
+            }
+            return SeenId(userId: user, id: id, kind: try Self.value(kind, column: "seen_ids.kind"), seenAt: seenAt, original: original)
+        }
+    }
+
+    static let selectMessage = "SELECT conversation, seq, id, sender, text, sent_at, is_read FROM dm_messages"
+
+    static func message(_ row: PostgresRow) throws -> DMMessageRow {
+        let (conversation, seq, id, sender, text, sentAt, isRead) = try row.decode(
+            (String, Int64, String, String, ByteBuffer, Int64, Bool).self)
+        return DMMessageRow(conversation: conversation, seq: seq, id: id, sender: sender,
+                            text: String(decoding: text.readableBytesView, as: UTF8.self), sentAt: sentAt, isRead: isRead)
+    }
+
+    public func latestMessages(conversation: String, limit: Int) async throws -> [DMMessageRow] {
+        try await rows(
+            "\(Self.selectMessage) WHERE conversation = $1 ORDER BY seq DESC LIMIT $2", binds(conversation, Int64(limit)),
+            "load the latest messages of \(conversation)", Self.message
+        ).reversed()
+    }
+
+    public func messages(conversation: String, before sentAt: Millis?, limit: Int) async throws -> [DMMessageRow] {
+        try await rows(
+            "\(Self.selectMessage) WHERE conversation = $1 AND sent_at < $2 ORDER BY sent_at DESC, seq DESC LIMIT $3",
+            binds(conversation, sentAt ?? .max, Int64(limit)), "read the history of \(conversation)", Self.message)
+    }
+
+    public func logbook(user: String, limit: Int) async throws -> [LogbookRow] {
+        try await rows(
+            """
+            SELECT user_id, workout_id, started_at, ended_at, origin, mode, distance, elapsed_time,
+                   average_pace, average_heart_rate, max_heart_rate
+            FROM logbook WHERE user_id = $1 ORDER BY started_at DESC, workout_id LIMIT $2
+            """, binds(user, Int64(limit)), "read \(user)'s logbook"
+        ) { row in
+            let (u, w, s, e, o, m, d, t, pace, average, max) = try row.decode(
+                (String, String, Int64, Int64, String, String, Double, Double, Double?, Double?, Double?).self)
+            return LogbookRow(userId: u, workoutId: w, startedAt: s, endedAt: e, origin: o, mode: m, distance: d,
+                              elapsedTime: t, averagePace: pace, averageHeartRate: average, maxHeartRate: max)
+        }
+    }
+
+    public func eventLog(after seq: Int64, limit: Int) async throws -> [EventLogRow] {
+        try await rows(
+            """
+            SELECT seq, at, kind, user_id, target, id, status, code, version, payload
+            FROM event_log WHERE seq > $1 ORDER BY seq LIMIT $2
+            """, binds(seq, Int64(limit)), "read the event log"
+        ) { row in
+            let (seq, at, kind, user, target, id, status, code, version, payload) = try row.decode(
+                (Int64, Int64, String, String, String, String, String, String?, Int64?, ByteBuffer?).self)
+            return EventLogRow(
+                seq: seq, at: at, kind: try Self.value(kind, column: "event_log.kind"), userId: user, target: target, id: id,
+                status: try Self.value(status, column: "event_log.status"),
+                code: try code.map { try Self.value($0, column: "event_log.code") }, version: version,
+                payload: payload.map { Array($0.readableBytesView) })
+        }
+    }
+
+    static func value<T: RawRepresentable<String>>(_ text: String, column: String) throws -> T {
+        guard let value = T(rawValue: text) else {
+            throw PostgresStoreError(kind: .schema, message: "read \(column): unexpected value \"\(text)\" for \(T.self)")
+        }
+        return value
+    }
+
+    // MARK: Operations
+
+    /// The schema version, the epoch and the singleton rows Tandem needs: "ok", or what is wrong.
+    public func integrityCheck() async throws -> String {
+        var problems: [String] = []
+        let version = try await schemaVersion()
+        if version != PostgresSchema.latestVersion {
+            problems.append("schema version \(version), expected \(PostgresSchema.latestVersion)")
+        }
+        let lease = try await rows("SELECT count(*) FROM coordinator_lease", PostgresBindings(), "check the lease row") {
+            try $0.decode(Int64.self)
+        }
+        if lease.first != 1 { problems.append("coordinator_lease has \(lease.first ?? 0) rows, expected 1") }
+        let negative = try await rows(
+            "SELECT count(*) FROM entities WHERE version < 1", PostgresBindings(), "check entity versions"
+        ) { try $0.decode(Int64.self) }
+        if let n = negative.first, n > 0 { problems.append("\(n) entities with a version below 1") }
+        return problems.isEmpty ? "ok" : problems.joined(separator: "\n")
+    }
+
+    func schemaVersion() async throws -> Int32 {
+        try await rows("SELECT coalesce(max(version), 0)::int4 FROM tandem_schema", PostgresBindings(), "read the schema version") {
+            try $0.decode(Int32.self)
+        }.first ?? 0
+    }
+
+    public func summary() async throws -> StoreSummary {
+        var kinds: [String: Int] = [:]
+        for (kind, count) in try await rows(
+            "SELECT kind, count(*) FROM entities GROUP BY kind", PostgresBindings(), "count entities",
+            { try $0.decode((String, Int64).self) }
+        ) { kinds[kind] = Int(count) }
+        func count(_ table: String) async throws -> Int {
+            Int(try await rows("SELECT count(*) FROM \(table)", PostgresBindings(), "count \(table)") { try $0.decode(Int64.self) }.first ?? 0)
+        }
+        let size = try await rows("SELECT pg_database_size(current_database())", PostgresBindings(), "read the database size") {
+            try $0.decode(Int64.self)
+        }.first ?? 0
+        return StoreSummary(
+            schemaVersion: try await schemaVersion(), epoch: epoch, createdAt: createdAt,
+            rooms: kinds[EntityKind.room] ?? 0, conversations: kinds[EntityKind.conversation] ?? 0,
+            workouts: kinds[EntityKind.workout] ?? 0, messages: try await count("dm_messages"),
+            events: try await count("event_log"), seenIds: try await count("seen_ids"),
+            logbookRows: try await count("logbook"), fileBytes: size, walBytes: nil)
+    }
+
+    public func backup(to path: String) async throws {
+        throw PostgresStoreError(kind: .schema, message: "--backup copies a SQLite file; back a PostgreSQL database up with its own tools (pg_dump, or base backups with WAL archiving: docs/OPERATIONS.md)")
+    }
+}
+
+/// The wall clock in milliseconds since the Unix epoch.
+func wallClockMillis() -> Millis {
+    var ts = timespec()
+    clock_gettime(CLOCK_REALTIME, &ts)
+    return Millis(ts.tv_sec) * 1000 + Millis(ts.tv_nsec) / 1_000_000
+}

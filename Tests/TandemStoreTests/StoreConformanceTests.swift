@@ -1,0 +1,231 @@
+import Foundation
+import Logging
+import Testing
+import TandemCore
+import TandemPostgres
+import TandemStore
+import TestSupport
+
+/// One set of expectations for every `CoordinatorStore`: the SQLite file (the embedded
+/// default) and PostgreSQL (a real server this suite starts: ``PostgresSuiteTrait``).
+/// What the coordinator relies on must hold on both.
+@Suite(.postgres) struct StoreConformanceTests {
+    enum Backend: String, CaseIterable, CustomTestStringConvertible, Sendable {
+        case sqlite, postgres
+        var testDescription: String { rawValue }
+    }
+
+    static let logger = Logger(label: "tandem.test.store")
+
+    /// Where a test's store lives, so that it can be opened again.
+    struct Place {
+        var backend: Backend
+        var location: String
+
+        static func make(_ backend: Backend) async throws -> Place {
+            switch backend {
+            case .sqlite:
+                Place(backend: backend, location: try makeTemporaryDirectory(prefix: "conformance-") + "/tandem.sqlite")
+            case .postgres:
+                Place(backend: backend, location: try await PostgresServer.suiteServer().freshDatabase())
+            }
+        }
+
+        func open() async throws -> any CoordinatorStore {
+            switch backend {
+            case .sqlite: try TandemStore.open(path: location)
+            case .postgres: try await PostgresStore.open(url: PostgresURL(parsing: location), fence: nil, logger: logger)
+            }
+        }
+    }
+
+    func withStore(_ backend: Backend, _ body: (any CoordinatorStore, Place) async throws -> Void) async throws {
+        let place = try await Place.make(backend)
+        let store = try await place.open()
+        do {
+            try await body(store, place)
+            await store.close()
+        } catch {
+            await store.close()
+            throw error
+        }
+    }
+
+    // MARK: Fixtures
+
+    static func seen(_ user: String, _ id: String, at: Millis, original: Receipt.Original? = nil) -> SeenId {
+        SeenId(userId: user, id: id, kind: .room, seenAt: at, original: original)
+    }
+
+    static func event(_ user: String, _ id: String, at: Millis, status: Receipt.Status = .accepted,
+                      code: ReceiptCode? = nil, version: Int64? = 1, payload: [UInt8]? = nil) -> EventLogRow {
+        EventLogRow(at: at, kind: .room, userId: user, target: "r1", id: id, status: status, code: code,
+                    version: version, payload: payload ?? Array(#"{"eventId":"\#(id)"}"#.utf8))
+    }
+
+    static func message(_ seq: Int64, sender: String = "alice", sentAt: Millis, text: String? = nil, read: Bool = false) -> DMMessageRow {
+        DMMessageRow(conversation: "alice|bob", seq: seq, id: "m\(seq)", sender: sender, text: text ?? "hello \(seq)",
+                     sentAt: sentAt, isRead: read)
+    }
+
+    static func run(_ id: String, startedAt: Millis, pace: Double? = 300, heart: Double? = 151.5) -> LogbookRow {
+        LogbookRow(userId: "alice", workoutId: id, startedAt: startedAt, endedAt: startedAt + 60_000, origin: "watch",
+                   mode: "mirrored", distance: 5_000, elapsedTime: 1_500, averagePace: pace, averageHeartRate: heart,
+                   maxHeartRate: heart.map { $0 + 20 })
+    }
+
+    static func room(_ key: String, version: Int64, body: String = "{}") -> EntityRow {
+        EntityRow(kind: EntityKind.room, key: key, version: version, body: Array(body.utf8), updatedAt: version * 10)
+    }
+
+    static func allEvents(_ store: any CoordinatorStore) async throws -> [EventLogRow] {
+        var rows: [EventLogRow] = []
+        while true {
+            let page = try await store.eventLog(after: rows.last?.seq ?? 0, limit: 2)
+            if page.isEmpty { return rows }
+            rows += page
+        }
+    }
+
+    // MARK: Tests
+
+    @Test(arguments: Backend.allCases)
+    func aBatchRoundTripsAndTheEpochSurvivesReopening(_ backend: Backend) async throws {
+        try await withStore(backend) { store, place in
+            let epoch = store.epoch
+            #expect(epoch.count == 16 && epoch.allSatisfy(\.isHexDigit))
+            let batch = StoreBatch(
+                seenIds: [Self.seen("alice", "e1", at: 100, original: .init(status: .accepted, code: nil, version: 1)),
+                          Self.seen("bob", "e2", at: 101, original: .init(status: .rejected, code: .ownedByOther, version: 1)),
+                          Self.seen("bob", "e3", at: 102)],
+                events: [Self.event("alice", "e1", at: 100),
+                         Self.event("bob", "e2", at: 101, status: .rejected, code: .ownedByOther),
+                         Self.event("bob", "e3", at: 102, version: nil, payload: [])],
+                entities: [Self.room("r1", version: 1, body: #"{"stickers":[]}"#),
+                           EntityRow(kind: EntityKind.workout, key: "alice/w1", version: 3, body: [0, 1, 2, 255], updatedAt: 7)],
+                messages: [Self.message(1, sentAt: 100, text: "nul \u{0} and ünïcödé ✓")],
+                logbook: [Self.run("w1", startedAt: 1_000, pace: nil, heart: nil)]
+            )
+            try await store.commit(batch)
+            try await store.commit(StoreBatch())  // empty: nothing happens
+
+            #expect(try await store.loadEntities(kind: EntityKind.room) == [batch.entities[0]])
+            #expect(try await store.loadEntities(kind: EntityKind.workout) == [batch.entities[1]])
+            #expect(try await store.loadEntities(kind: EntityKind.conversation) == [])
+            let seen = try await store.loadSeenIds(since: 0).sorted { $0.id < $1.id }
+            #expect(seen == batch.seenIds)
+            #expect(try await store.loadSeenIds(since: 102).map(\.id) == ["e3"])
+            let events = try await Self.allEvents(store)
+            #expect(events.map(\.id) == ["e1", "e2", "e3"])
+            let seqs = events.compactMap(\.seq)
+            #expect(seqs == seqs.sorted() && Set(seqs).count == 3)
+            #expect(events.map { var e = $0; e.seq = nil; return e } == batch.events)
+            #expect(try await store.latestMessages(conversation: "alice|bob", limit: 10) == batch.messages)
+            #expect(try await store.logbook(user: "alice", limit: 10) == batch.logbook)
+
+            let summary = try await store.summary()
+            #expect(summary.epoch == epoch)
+            #expect((summary.rooms, summary.workouts, summary.messages, summary.events, summary.seenIds, summary.logbookRows) == (1, 1, 1, 3, 3, 1))
+            #expect(summary.fileBytes > 0)
+            #expect(try await store.integrityCheck() == "ok")
+            await store.close()
+
+            let reopened = try await place.open()
+            #expect(reopened.epoch == epoch)
+            #expect(try await reopened.loadEntities(kind: EntityKind.room) == [batch.entities[0]])
+            await reopened.close()
+        }
+    }
+
+    @Test(arguments: Backend.allCases)
+    func seenIdsKeepTheirFirstTimeAndEntitiesAreUpserted(_ backend: Backend) async throws {
+        try await withStore(backend) { store, _ in
+            try await store.commit(StoreBatch(seenIds: [Self.seen("alice", "e1", at: 100)], entities: [Self.room("r1", version: 1)]))
+            // The same id again (a later batch, and twice within one batch), the same room
+            // twice in one batch: the first id's time stays, the room's last row wins.
+            try await store.commit(StoreBatch(
+                seenIds: [Self.seen("alice", "e1", at: 500), Self.seen("alice", "e2", at: 501), Self.seen("alice", "e2", at: 502)],
+                entities: [Self.room("r1", version: 2), Self.room("r2", version: 1), Self.room("r1", version: 3)]))
+            let seen = try await store.loadSeenIds(since: 0).sorted { $0.id < $1.id }
+            #expect(seen.map(\.seenAt) == [100, 501])
+            let rooms = try await store.loadEntities(kind: EntityKind.room)
+            #expect(rooms.map(\.key) == ["r1", "r2"])
+            #expect(rooms.map(\.version) == [3, 1])
+            // The logbook too: a workout's row is replaced, the newest start comes first.
+            try await store.commit(StoreBatch(logbook: [Self.run("w1", startedAt: 1_000), Self.run("w2", startedAt: 5_000)]))
+            try await store.commit(StoreBatch(logbook: [Self.run("w1", startedAt: 9_000, pace: 250)]))
+            #expect(try await store.logbook(user: "alice", limit: 10).map(\.workoutId) == ["w1", "w2"])
+            #expect(try await store.logbook(user: "alice", limit: 1).map(\.averagePace) == [250])
+            #expect(try await store.logbook(user: "bob", limit: 10) == [])
+        }
+    }
+
+    @Test(arguments: Backend.allCases)
+    func aBatchIsAllOrNothing(_ backend: Backend) async throws {
+        try await withStore(backend) { store, _ in
+            try await store.commit(StoreBatch(messages: [Self.message(1, sentAt: 100)]))
+            // Message seq 1 again: the whole batch fails, its other rows are not written.
+            await #expect(throws: (any Error).self) {
+                try await store.commit(StoreBatch(
+                    seenIds: [Self.seen("bob", "x", at: 200)], events: [Self.event("bob", "x", at: 200)],
+                    entities: [Self.room("r9", version: 1)], messages: [Self.message(2, sentAt: 200), Self.message(1, sentAt: 200)]))
+            }
+            #expect(try await store.loadSeenIds(since: 0).isEmpty)
+            #expect(try await Self.allEvents(store).isEmpty)
+            #expect(try await store.loadEntities(kind: EntityKind.room).isEmpty)
+            #expect(try await store.latestMessages(conversation: "alice|bob", limit: 10).map(\.seq) == [1])
+            // The store goes on working after the failed batch.
+            try await store.commit(StoreBatch(messages: [Self.message(2, sentAt: 300)]))
+            #expect(try await store.latestMessages(conversation: "alice|bob", limit: 10).map(\.seq) == [1, 2])
+        }
+    }
+
+    @Test(arguments: Backend.allCases)
+    func historyPagesAndReadMarks(_ backend: Backend) async throws {
+        try await withStore(backend) { store, _ in
+            let first = (1...5).map { Self.message(Int64($0), sender: $0 % 2 == 0 ? "bob" : "alice", sentAt: Int64($0) * 100) }
+            try await store.commit(StoreBatch(messages: first))
+            // A read mark and a message appended in the same batch: the new one stays unread
+            // (marks apply up to their seq, after the batch's messages).
+            try await store.commit(StoreBatch(
+                messages: [Self.message(6, sender: "alice", sentAt: 600)],
+                readMarks: [DMReadMark(conversation: "alice|bob", sender: "alice", throughSeq: 5)]))
+            let all = try await store.latestMessages(conversation: "alice|bob", limit: 10)
+            #expect(all.map(\.seq) == [1, 2, 3, 4, 5, 6])
+            #expect(all.map(\.isRead) == [true, false, true, false, true, false])
+            #expect(try await store.latestMessages(conversation: "alice|bob", limit: 2).map(\.seq) == [5, 6])
+
+            // Pages newest first, strictly before a time, limited in SQL.
+            #expect(try await store.messages(conversation: "alice|bob", before: nil, limit: 3).map(\.seq) == [6, 5, 4])
+            #expect(try await store.messages(conversation: "alice|bob", before: 400, limit: 10).map(\.seq) == [3, 2, 1])
+            #expect(try await store.messages(conversation: "carol|dave", before: nil, limit: 10).isEmpty)
+
+            // The query reader is a store of its own that sees what was committed.
+            let reader = try await store.queryReader()
+            #expect(reader.epoch == store.epoch)
+            #expect(try await reader.messages(conversation: "alice|bob", before: nil, limit: 1).map(\.seq) == [6])
+            try await store.commit(StoreBatch(messages: [Self.message(7, sentAt: 700)]))
+            #expect(try await reader.messages(conversation: "alice|bob", before: nil, limit: 1).map(\.seq) == [7])
+            await reader.close()
+        }
+    }
+
+    @Test(arguments: Backend.allCases)
+    func backupIsForSQLiteAlone(_ backend: Backend) async throws {
+        try await withStore(backend) { store, _ in
+            try await store.commit(StoreBatch(entities: [Self.room("r1", version: 1)]))
+            let target = try makeTemporaryDirectory(prefix: "backup-") + "/copy.sqlite"
+            switch backend {
+            case .sqlite:
+                try await store.backup(to: target)
+                let copy = try TandemStore.open(path: target)
+                #expect(copy.epoch == store.epoch)
+                #expect(try await copy.loadEntities(kind: EntityKind.room).count == 1)
+                await copy.close()
+            case .postgres:
+                let error = await #expect(throws: PostgresStoreError.self) { try await store.backup(to: target) }
+                #expect(error?.description.contains("pg_dump") == true)
+            }
+        }
+    }
+}
