@@ -1,3 +1,4 @@
+import Foundation
 import TandemCore
 import TandemMQTT
 
@@ -38,6 +39,21 @@ public struct CoordinatorConfiguration: Sendable {
     public var maxConversationsPerUser = 1000
     /// The MQTT session is kept by the broker this long after we vanish.
     public var sessionExpirySeconds: UInt32 = 7 * 24 * 3600
+    /// Names this process on `coordinator/instances/{instanceId}` and in the lease
+    /// (`--instance-id`): by default the host name and the process id.
+    public var instanceId = CoordinatorConfiguration.defaultInstanceId()
+    /// PostgreSQL: a leader that has not renewed its lease for this long is replaced
+    /// (`--leader-lease-seconds`, default 5).
+    public var leaderLeaseMs: Millis = 5_000
+
+    /// The host name and the process id, with anything an MQTT topic level or an
+    /// identifier may not hold replaced by `-` (at most 64 characters).
+    public static func defaultInstanceId() -> String {
+        let host = ProcessInfo.processInfo.hostName.split(separator: ".").first.map(String.init) ?? "host"
+        let raw = "\(host)-\(ProcessInfo.processInfo.processIdentifier)"
+        let cleaned = String(raw.map { Identifier.isValid(String($0)) ? $0 : "-" })
+        return String(cleaned.suffix(64))
+    }
 
     public init() {}
 }

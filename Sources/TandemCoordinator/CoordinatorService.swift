@@ -4,15 +4,23 @@ import ServiceLifecycle
 import Synchronization
 import TandemCore
 import TandemMQTT
+import TandemPostgres
 import TandemStore
 
 /// The coordinator as a long-running service: one visible pipeline,
 /// topic → decode → order → apply → persist → publish.
 ///
-/// All state lives in one ``Engine`` value owned by the single task that runs
-/// ``run()``; the MQTT client's callbacks only feed messages into that task's inbox,
-/// and the store is an actor the task awaits. A batch is written to SQLite in one
+/// All state lives in one ``Engine`` value owned by the single task that runs the
+/// pipeline; the MQTT client's callbacks only feed messages into that task's inbox,
+/// and the store is an actor the task awaits. A batch is written to the store in one
 /// transaction *before* anything it produced is published.
+///
+/// Who leads: on SQLite this process owns the file (a lock; a second coordinator on
+/// the same file exits at once) and leads until it stops. On PostgreSQL it waits as a
+/// standby until it takes the leader lease, leads for as long as it keeps the lease
+/// (``LeaseFence``), and goes back to standing by if it loses it. Only a leader
+/// connects with the shared client id. Either way the process announces itself on its
+/// own `coordinator/instances/{instanceId}`.
 public final class CoordinatorService: Service {
     let configuration: CoordinatorConfiguration
     let logger: Logger
@@ -24,311 +32,173 @@ public final class CoordinatorService: Service {
         self.topics = Topics(root: configuration.topicRoot)
     }
 
-    enum Input: Sendable {
-        case message(MQTTMessage)
-        case connection(MQTTConnectionEvent)
-        case inboundEnded(String)
-        case tick
-        case metricsTick
-        /// A query could not be answered from the database (counted in the metrics).
-        case queryFailed
-        case shutdown
-    }
-
     public func run() async throws {
         let startedAt = WallClock.now()
-        let store: any CoordinatorStore
+        let location = try StoreLocation(configuration.databasePath)
+        logger.info("instance \(configuration.instanceId) starting, database \(location)")
+        switch location {
+        case .sqlite(let path):
+            try await runOnSQLite(path: path, startedAt: startedAt)
+        case .postgres(let url):
+            try await runOnPostgres(url: url, startedAt: startedAt)
+        }
+    }
+
+    // MARK: SQLite: one owner
+
+    private func runOnSQLite(path: String, startedAt: Millis) async throws {
+        // Before anything else: a second coordinator on this file stops here, at once,
+        // without touching the broker (it would kick the owner off the shared client id).
+        let owner: DatabaseOwnerLock
+        let store: TandemStore
         do {
-            store = try TandemStore.open(path: configuration.databasePath)
+            owner = try DatabaseOwnerLock.acquire(path: path)
+            store = try TandemStore.open(path: path)
         } catch {
-            logger.critical("cannot open the database \(configuration.databasePath): \(error)")
+            logger.critical("cannot open the database \(path): \(error)")
             throw error
         }
-        var engine = try await Recovery.engine(configuration: configuration, store: store, now: startedAt)
-        let reader: any CoordinatorStore
+        let announcer = try InstanceAnnouncer(configuration: configuration, topics: topics, startedAt: startedAt, logger: logger)
+        announcer.start()
+        announcer.announce(.leader(term: 0))
+        defer { withExtendedLifetime(owner) {} }
         do {
-            reader = try store.queryReader()
+            _ = try await lead(store: store, term: 0, fence: nil)
         } catch {
-            await store.close()
-            logger.critical("cannot open a reader on the database \(configuration.databasePath): \(error)")
+            await announcer.stop()
             throw error
         }
-        logger.info("database \(configuration.databasePath) open, epoch \(engine.epoch): \(engine.summaryLine)")
+        await announcer.stop()
+    }
 
-        let client = try MQTTClient(
-            configuration: MQTTConfiguration(
-                host: configuration.host,
-                port: configuration.port,
-                clientId: configuration.clientId,
-                username: configuration.username,
-                password: configuration.password,
-                will: MQTTWill(topic: topics.coordinatorStatus, payload: Self.offlinePayload, qos: .atLeastOnce, retain: true),
-                session: .persistent(expirySeconds: configuration.sessionExpirySeconds),
-                maxInflight: 20_000,
-                receiveMaximum: 20_000,
-                tls: configuration.tls
-            ),
-            logger: Logger(label: "tandem.mqtt")
-        )
-        // Registered before CONNECT: whatever the broker queued for our session while we
-        // were down is delivered into this subscription, not dropped.
-        let inbound = try await client.subscribe(topics.inboundFilters, qos: .atLeastOnce)
-        logger.info("connecting to MQTT broker \(configuration.host):\(configuration.port)\(configuration.tls == nil ? "" : " over TLS") as \(configuration.username ?? "(anonymous)"), client id \(configuration.clientId)")
+    // MARK: PostgreSQL: a leader and standbys
+
+    private func runOnPostgres(url: PostgresURL, startedAt: Millis) async throws {
+        let leaseMs = configuration.leaderLeaseMs
+        let lease = PostgresLease(url: url, instance: configuration.instanceId, leaseMs: leaseMs, logger: logger)
+        let announcer = try InstanceAnnouncer(configuration: configuration, topics: topics, startedAt: startedAt, logger: logger)
+        announcer.start()
+        announcer.announce(.standby)
+        let poll = Duration.milliseconds(min(500, max(50, leaseMs / 4)))
+        let renewEvery = Duration.milliseconds(max(50, leaseMs / 4))
+        defer { Task { await lease.close() } }
         do {
-            try await cancelWhenGracefulShutdown { try await client.connect() }
+            try await cancelWhenGracefulShutdown { try await self.prepareSchema(lease, poll: poll) }
+            while true {
+                let (acquired, sentAt) = try await cancelWhenGracefulShutdown {
+                    try await waitForLease(lease, poll: poll, logger: self.logger)
+                }
+                let previous = acquired.previous
+                let how = previous.instance.isEmpty ? "the database's first leader"
+                    : previous.released ? "instance \(previous.instance) released term \(previous.term) on a clean shutdown"
+                    : "instance \(previous.instance)'s lease of term \(previous.term) ran out \(Double(-previous.expiresInMs) / 1000) s ago"
+                logger.notice("leader: took the lease, term \(acquired.term) (\(how))", metadata: ["term": "\(acquired.term)"])
+                let fence = LeaseFence(term: acquired.term, leaseMs: leaseMs, acquireSentAt: sentAt)
+                let end = await withTaskGroup(of: TermEnd?.self) { group -> TermEnd in
+                    group.addTask { await fence.keep(with: lease, renewEvery: renewEvery, logger: self.logger); return nil }
+                    group.addTask { await self.leadTerm(url: url, fence: fence, announcer: announcer) }
+                    var end = TermEnd.leaseLost("the term ended")
+                    for await result in group {
+                        if let result {
+                            end = result
+                            break
+                        }
+                    }
+                    group.cancelAll()
+                    return end
+                }
+                switch end {
+                case .shutdown:
+                    do {
+                        try await lease.release(term: acquired.term)
+                        logger.info("released the lease of term \(acquired.term): a standby takes over at its next look")
+                    } catch {
+                        logger.warning("could not release the lease of term \(acquired.term) (a standby takes over when it runs out): \(error)")
+                    }
+                    await announcer.stop()
+                    return
+                case .leaseLost(let reason):
+                    logger.error("lost the leader lease of term \(acquired.term): \(reason). Stopped processing and publishing, dropped the shared client id's connection; standing by.", metadata: ["term": "\(acquired.term)"])
+                    // If nobody took it yet, give it up cleanly so that the next leader
+                    // (maybe this process again, under a new term) need not wait it out.
+                    try? await lease.release(term: acquired.term)
+                    announcer.announce(.standby)
+                case .failed(let error):
+                    throw error
+                case .retry(let reason):
+                    logger.error("gave up term \(acquired.term): \(reason); standing by", metadata: ["term": "\(acquired.term)"])
+                    try? await lease.release(term: acquired.term)
+                    announcer.announce(.standby)
+                    try await cancelWhenGracefulShutdown { try await Task.sleep(for: poll * 4) }
+                }
+            }
+        } catch is CancellationError {
+            logger.info("stopped cleanly (standby)")
+            await announcer.stop()
         } catch {
-            await client.disconnect()
-            await reader.close()
-            await store.close()
-            if error is CancellationError { return }
-            logger.critical("cannot connect to the broker: \(error)")
+            logger.critical("stopping: \(error)")
+            await announcer.stop()
             throw error
         }
-        try await client.publish(topics.coordinatorStatus, payload: onlinePayload(startedAt: startedAt), qos: .atLeastOnce, retain: true)
-        logger.info("online: every subscription acknowledged; status published on \(topics.coordinatorStatus)")
-        // Every snapshot again (the broker may have lost its retained copies), in chunks
-        // from the pipeline's steps so that they never all sit in memory at once.
-        engine.startRepublishing(now: WallClock.now())
+    }
 
-        var failure: (any Error)?
-        do {
-            try await pipeline(engine: &engine, client: client, store: store, reader: reader, inbound: inbound, startedAt: startedAt)
-        } catch {
-            failure = error
-            logger.critical("stopping after an error: \(error)")
-        }
-
-        // Drain: nothing new is taken; what waits in the reorder buffer is applied now,
-        // committed, and published with the last snapshots.
-        if failure == nil {
-            let last = engine.flush(now: WallClock.now())
+    /// Creates the schema if the database is new, waiting for a database that cannot be
+    /// reached yet (it may be starting beside us).
+    private func prepareSchema(_ lease: PostgresLease, poll: Duration) async throws {
+        var told = false
+        while true {
             do {
-                try await commit(last, engine: &engine, store: store, client: client)
-            } catch {
-                failure = error
-                logger.critical("final commit failed: \(error)")
+                try await lease.prepare()
+                return
+            } catch let error as PostgresStoreError where error.isConnectionLoss {
+                if !told { logger.warning("cannot reach the database yet: \(error); trying again") }
+                told = true
+                try await Task.sleep(for: poll)
             }
         }
+    }
+
+    /// One leader term on PostgreSQL: open the store under the term's fence, lead.
+    private func leadTerm(url: PostgresURL, fence: LeaseFence, announcer: InstanceAnnouncer) async -> TermEnd {
         do {
-            try await client.publish(topics.coordinatorStatus, payload: Self.offlinePayload, qos: .atLeastOnce, retain: true)
+            let store = try await PostgresStore.open(
+                url: url, fence: .init(term: fence.term, leaseMs: fence.leaseMs, holds: { fence.holds }), logger: logger)
+            announcer.announce(.leader(term: fence.term))
+            return try await lead(store: store, term: fence.term, fence: fence)
+        } catch let error as PostgresStoreError {
+            if let lost = fence.lostReason { return .leaseLost(lost) }
+            switch error.kind {
+            case .fenced: return .leaseLost(error.message)
+            case .connection: return .retry(error.message)
+            case .server, .schema: return .failed(error)
+            }
+        } catch let error as MQTTError where error.kind == .fenced {
+            return .leaseLost(fence.lostReason ?? error.message)
         } catch {
-            logger.warning("could not publish the offline status: \(error)")
-        }
-        await client.disconnect()
-        await reader.close()
-        await store.close()
-        if let failure { throw failure }
-        logger.info("stopped cleanly")
-    }
-
-    private func pipeline(
-        engine: inout Engine, client: MQTTClient, store: any CoordinatorStore, reader: any CoordinatorStore,
-        inbound: MQTTSubscription, startedAt: Millis
-    ) async throws {
-        let (inputs, feed) = AsyncStream.makeStream(of: Input.self)
-        // Queries leave the pipeline here: answered one after another from the reader's
-        // own connection, while the pipeline goes on with everyone's events.
-        let (queries, queryFeed) = AsyncStream.makeStream(of: Engine.Query.self)
-        let metricsInterval = Duration.milliseconds(configuration.metricsIntervalMs)
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask {
-                do {
-                    for try await message in inbound { feed.yield(.message(message)) }
-                    feed.yield(.inboundEnded("subscription finished"))
-                } catch {
-                    feed.yield(.inboundEnded("\(error)"))
-                }
-            }
-            group.addTask {
-                for await event in client.events { feed.yield(.connection(event)) }
-            }
-            group.addTask { [self] in
-                for await query in queries where await !answer(query, store: reader, client: client) {
-                    feed.yield(.queryFailed)
-                }
-            }
-            group.addTask {
-                while !Task.isCancelled {
-                    try await Task.sleep(for: metricsInterval)
-                    feed.yield(.metricsTick)
-                }
-            }
-            defer { group.cancelAll() }
-
-            let timer = DeadlineTimer(feed: feed)
-            // Work may be due before any message arrives (the republishing after a start,
-            // leases that ran out while we were down).
-            if let deadline = engine.nextDeadline { timer.schedule(at: deadline) }
-            var connections = 0
-            try await withGracefulShutdownHandler {
-                loop: for await input in inputs {
-                    let now = WallClock.now()
-                    switch input {
-                    case .message(let message):
-                        let immediate = engine.ingest(topic: message.topic, payload: message.payload, now: now)
-                        send(immediate, via: client, metrics: &engine.metrics)
-                        for query in engine.takeQueries() { queryFeed.yield(query) }
-                    case .connection(.connected(let sessionPresent)):
-                        connections += 1
-                        // The first is the connect() above, which published the status already.
-                        guard connections > 1 else { break }
-                        logger.info("MQTT reconnected (session present: \(sessionPresent))")
-                        // A will may have marked us offline while the connection was down.
-                        client.enqueueLogged(topics.coordinatorStatus, payload: onlinePayload(startedAt: startedAt), retain: true, logger: logger)
-                    case .connection(.disconnected(let reason)):
-                        logger.warning("MQTT: \(reason)")
-                    case .inboundEnded(let reason):
-                        logger.error("inbound subscription ended: \(reason)")
-                        break loop
-                    case .metricsTick:
-                        let metrics = engine.metricsPublication(uptimeSeconds: Double(now - startedAt) / 1000)
-                        client.enqueueLogged(metrics.topic, payload: metrics.payload, qos: .atMostOnce, retain: true, logger: logger)
-                    case .queryFailed:
-                        engine.metrics.errors += 1
-                    case .tick:
-                        break
-                    case .shutdown:
-                        logger.info("shutting down: draining")
-                        break loop
-                    }
-                    if let deadline = engine.nextDeadline, deadline <= WallClock.now() {
-                        let step = engine.step(now: WallClock.now())
-                        try await commit(step, engine: &engine, store: store, client: client)
-                    }
-                    if let deadline = engine.nextDeadline {
-                        timer.schedule(at: deadline)
-                    }
-                }
-            } onGracefulShutdown: {
-                feed.yield(.shutdown)
-            }
+            if let lost = fence.lostReason { return .leaseLost(lost) }
+            return .failed(error)
         }
     }
 
-    /// Persists a step's batch in one transaction, then publishes what it produced.
-    private func commit(_ step: Engine.Step, engine: inout Engine, store: any CoordinatorStore, client: MQTTClient) async throws {
-        if !step.batch.isEmpty {
-            let clock = ContinuousClock()
-            let started = clock.now
-            try await store.commit(step.batch)
-            let elapsed = clock.now - started
-            let ms = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
-            engine.metrics.batches += 1
-            engine.metrics.commitMillisTotal += ms
-            engine.metrics.commitMillisMax = max(engine.metrics.commitMillisMax, ms)
-        }
-        send(step.publications, via: client, metrics: &engine.metrics)
-    }
-
-    private func send(_ publications: [Publication], via client: MQTTClient, metrics: inout Metrics) {
-        for p in publications {
-            do {
-                try client.enqueue(p.topic, payload: p.payload, qos: p.qos == 0 ? .atMostOnce : .atLeastOnce, retain: p.retain)
-                metrics.messagesOut += 1
-            } catch {
-                metrics.publishErrors += 1
-                logger.debug("publish to \(p.topic) failed: \(error)")
-            }
-        }
+    /// How a leader's term ended.
+    enum TermEnd: Sendable {
+        /// SIGTERM or SIGINT: drained, committed, published, offline status published.
+        case shutdown
+        /// The lease is gone: nothing more was committed or published.
+        case leaseLost(String)
+        /// The database went away before the term could start (recovery failed).
+        case retry(String)
+        /// Something retrying cannot fix (a refused commit): the process stops.
+        case failed(any Error)
     }
 
     static let offlinePayload = JSON.obj(["online": false]).serialized()
 
-    func onlinePayload(startedAt: Millis) -> [UInt8] {
-        JSON.obj(["online": true, "startedAt": .int(startedAt), "version": .string(TandemVersion.current)]).serialized()
-    }
-
-    /// What `--check` and `--backup` print: the integrity check and the summary.
-    public struct CheckReport: Sendable {
-        /// The database file checked.
-        public var path: String
-        /// "ok", or SQLite's list of problems.
-        public var integrity: String
-        public var summary: StoreSummary
-        public var isSound: Bool { integrity == "ok" }
-
-        /// For a person: one fact per line, sizes and dates readable.
-        public var text: String {
-            let s = summary
-            let created = Date(timeIntervalSince1970: Double(s.createdAt) / 1000).formatted(.iso8601)
-            return """
-                integrity: \(integrity)
-                database: \(path) (schema v\(s.schemaVersion), epoch \(s.epoch), created \(created))
-                size: \(Self.bytes(s.fileBytes)) (+ \(Self.bytes(s.walBytes)) write-ahead log not yet checkpointed)
-                rooms: \(s.rooms), conversations: \(s.conversations), workouts: \(s.workouts)
-                DM messages: \(s.messages), events logged: \(s.events), remembered ids: \(s.seenIds), logbook entries: \(s.logbookRows)
-                """
-        }
-
-        /// For scripts (`--check --json`): one JSON object.
-        public var json: String {
-            let s = summary
-            let bytes = JSON.obj([
-                "path": .string(path), "integrity": .string(integrity), "sound": .bool(isSound),
-                "schemaVersion": .int(Int64(s.schemaVersion)), "epoch": .string(s.epoch), "createdAt": .int(s.createdAt),
-                "fileBytes": .int(s.fileBytes), "walBytes": .int(s.walBytes),
-                "rooms": .int(Int64(s.rooms)), "conversations": .int(Int64(s.conversations)), "workouts": .int(Int64(s.workouts)),
-                "messages": .int(Int64(s.messages)), "events": .int(Int64(s.events)), "seenIds": .int(Int64(s.seenIds)),
-                "logbookRows": .int(Int64(s.logbookRows)),
-            ]).serialized()
-            return String(decoding: bytes, as: UTF8.self)
-        }
-
-        static func bytes(_ n: Int64) -> String {
-            if n < 1024 { return "\(n) B" }
-            let units = ["KiB", "MiB", "GiB", "TiB"]
-            var value = Double(n) / 1024
-            var unit = 0
-            while value >= 1024, unit < units.count - 1 {
-                value /= 1024
-                unit += 1
-            }
-            return String(format: "%.1f %@", value, units[unit])
-        }
-    }
-
-    /// `--check`: the database's integrity and what it holds.
-    public static func checkDatabase(at path: String) async throws -> CheckReport {
-        guard FileManager.default.fileExists(atPath: path) else {
-            throw CheckError(message: "no database at \(path)")
-        }
-        let store = try TandemStore.open(path: path)
-        do {
-            let integrity = try await store.integrityCheck()
-            let summary = try await store.summary()
-            await store.close()
-            return CheckReport(path: path, integrity: integrity, summary: summary)
-        } catch {
-            await store.close()
-            throw error
-        }
-    }
-
-    /// `--backup`: a consistent copy of the database at `path` written to `destination`
-    /// (which must not exist) with `VACUUM INTO` over a connection of its own. SQLite's WAL
-    /// lets this reader run beside a coordinator that keeps committing: the copy is the
-    /// database as of one commit. Returns the check of the copy.
-    public static func backupDatabase(at path: String, to destination: String) async throws -> CheckReport {
-        guard FileManager.default.fileExists(atPath: path) else {
-            throw CheckError(message: "no database at \(path)")
-        }
-        guard !FileManager.default.fileExists(atPath: destination) else {
-            throw CheckError(message: "\(destination) already exists: a backup never overwrites a file; name a new one")
-        }
-        let store = try TandemStore.open(path: path)
-        do {
-            try await store.backup(to: destination)
-            await store.close()
-        } catch {
-            await store.close()
-            throw error
-        }
-        return try await checkDatabase(at: destination)
-    }
-
-    struct CheckError: Error, CustomStringConvertible {
-        var message: String
-        var description: String { message }
+    func onlinePayload(startedAt: Millis, term: Int64) -> [UInt8] {
+        JSON.obj([
+            "online": true, "startedAt": .int(startedAt), "version": .string(TandemVersion.current),
+            "instance": .string(configuration.instanceId), "term": .int(term),
+        ]).serialized()
     }
 }
 

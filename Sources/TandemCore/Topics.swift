@@ -39,6 +39,8 @@ public struct Topics: Sendable, Equatable {
     public func responses(user: String) -> String { "\(root)/users/\(user)/responses" }
     public var coordinatorStatus: String { "\(root)/coordinator/status" }
     public var coordinatorMetrics: String { "\(root)/coordinator/metrics" }
+    /// Each coordinator process's own retained status (leader or standby).
+    public func coordinatorInstance(_ instanceId: String) -> String { "\(root)/coordinator/instances/\(instanceId)" }
 
     // MARK: What the coordinator subscribes to
 

@@ -78,6 +78,14 @@ public final class MQTTClient: Sendable {
     public func disconnect() async {
         await core.shutdown()
     }
+
+    /// Cuts the connection at once, from any thread: the socket is shut down without a
+    /// DISCONNECT (the broker publishes the will), nothing queued is sent, and the
+    /// client never connects again. For a coordinator whose leader lease ran out.
+    /// ``disconnect()`` afterwards only waits for the loop thread to end.
+    public func cutOff(reason: String) {
+        core.cutOff(reason: reason)
+    }
 }
 
 /// The part of the client that libmosquitto's callbacks reach through their context
@@ -120,6 +128,8 @@ final class ClientCore: @unchecked Sendable {
         var sessionPresent = false
         /// QoS 1 messages enqueued while there was no connection, oldest first.
         var outbox: [Outgoing] = []
+        /// Set by ``ClientCore/cutOff(reason:)`` or a closed gate: nothing more is sent.
+        var cutReason: String?
     }
 
     /// At most this many messages wait for a connection; more are refused.
@@ -199,6 +209,33 @@ final class ClientCore: @unchecked Sendable {
 
     var isConnected: Bool { state.withLock { $0.connected } }
 
+    // MARK: The gate
+
+    /// Why nothing may be sent any more (the client was cut off or its gate closed);
+    /// nil while it may. Call with the state lock held.
+    func closedReason(_ s: inout State) -> String? {
+        if let reason = s.cutReason { return reason }
+        if let gate = configuration.gate, !gate() {
+            s.cutReason = "the gate closed"
+            return s.cutReason
+        }
+        return nil
+    }
+
+    func cutOff(reason: String) {
+        let first = state.withLock { s -> Bool in
+            guard s.cutReason == nil else { return false }
+            s.cutReason = reason
+            return true
+        }
+        if first { logger.warning("MQTT connection \(configuration.clientId) cut off: \(reason)") }
+        // shutdown(2), not close(2): the descriptor stays valid for the loop thread,
+        // which sees the connection fail and stops without reconnecting.
+        let fd = mosquitto_socket(mosq)
+        if fd >= 0 { _ = Glibc.shutdown(fd, Int32(SHUT_RDWR)) }
+        wake.signal()
+    }
+
     // MARK: Connecting
 
     func connect() async throws {
@@ -251,8 +288,12 @@ final class ClientCore: @unchecked Sendable {
         var socketOpen = false
         defer { loopFinished.signal() }
         while true {
-            let phase = state.withLock { $0.phase }
+            let (phase, cut) = state.withLock { s in (s.phase, closedReason(&s)) }
             if phase != .running { break }
+            if let cut {
+                fence(reason: cut)
+                break
+            }
             if !socketOpen {
                 let rc = connectOnce()
                 if rc == MOSQ_ERR_SUCCESS.rawValue {
@@ -269,7 +310,8 @@ final class ClientCore: @unchecked Sendable {
                     continue
                 }
             }
-            let rc = mosquitto_loop(mosq, 1000, 1)
+            // With a gate, wake up often enough to notice it closing.
+            let rc = mosquitto_loop(mosq, configuration.gate == nil ? 1000 : 100, 1)
             if rc == MOSQ_ERR_TLS.rawValue, failTLSForGood() {
                 socketOpen = false
                 break
@@ -285,12 +327,30 @@ final class ClientCore: @unchecked Sendable {
                 delay = min(delay * 2, configuration.reconnectDelayMax)
             }
         }
-        // Flush a final DISCONNECT if one was queued.
-        if socketOpen {
+        // Flush a final DISCONNECT if one was queued (never once cut off).
+        if socketOpen, state.withLock({ $0.cutReason == nil }) {
             for _ in 0..<20 where mosquitto_loop(mosq, 50, 1) == MOSQ_ERR_SUCCESS.rawValue {}
         }
         _ = markDisconnected(reason: "client shut down")
         state.withLock { $0.phase = .stopped }
+    }
+
+    /// The gate closed or the client was cut off: shut the socket without a DISCONNECT,
+    /// fail every waiter with ``MQTTError/Kind/fenced`` and let the loop end.
+    func fence(reason: String) {
+        let fd = mosquitto_socket(mosq)
+        if fd >= 0 { _ = Glibc.shutdown(fd, Int32(SHUT_RDWR)) }
+        let waiters = state.withLock { s -> [CheckedContinuation<Void, any Error>] in
+            if s.permanentFailure == nil {
+                s.permanentFailure = MQTTError(.fenced, "\(configuration.clientId): \(reason)")
+            }
+            s.phase = .stopping
+            s.outbox.removeAll()
+            defer { s.connectWaiters.removeAll() }
+            return Array(s.connectWaiters.values)
+        }
+        let error = state.withLock { $0.permanentFailure! }
+        waiters.forEach { $0.resume(throwing: error) }
     }
 
     /// A TLS failure before the first connection ever succeeded (the broker's certificate
@@ -341,6 +401,9 @@ final class ClientCore: @unchecked Sendable {
             guard s.phase != .stopping, s.phase != .stopped else {
                 return .failure(MQTTError(.shutDown, "publish to \(topic): the client is shut down"))
             }
+            if let closed = closedReason(&s) {
+                return .failure(MQTTError(.fenced, "publish to \(topic): \(closed)"))
+            }
             if !s.connected || !s.outbox.isEmpty {
                 // libmosquitto refuses to publish without a connection: keep QoS 1 here.
                 guard qos == .atLeastOnce else { return .failure(MQTTError(.notConnected, "publish to \(topic): not connected")) }
@@ -368,6 +431,7 @@ final class ClientCore: @unchecked Sendable {
 
     /// Sends what waited in the outbox; call with the state lock held, once connected.
     func flushOutbox(_ s: inout State) {
+        guard closedReason(&s) == nil else { return }
         var sent = 0
         for message in s.outbox {
             guard send(message) == MOSQ_ERR_SUCCESS.rawValue else { break }
@@ -393,6 +457,7 @@ final class ClientCore: @unchecked Sendable {
                 let failure: (any Error)? = state.withLock { s in
                     if s.cancelledTokens.remove(token) != nil { return CancellationError() }
                     guard s.phase == .running else { return MQTTError(.shutDown, "publish to \(topic): the client is shut down") }
+                    if let closed = closedReason(&s) { return MQTTError(.fenced, "publish to \(topic): \(closed)") }
                     guard s.connected else { return MQTTError(.notConnected, "publish to \(topic): not connected") }
                     var mid: Int32 = 0
                     let rc = payload.withUnsafeBytes { buf in

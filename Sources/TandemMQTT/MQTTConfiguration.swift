@@ -26,6 +26,12 @@ public struct MQTTConfiguration: Sendable {
     public var reconnectDelayMax: Double
     /// TLS to the broker; nil: plain TCP.
     public var tls: MQTTTLS?
+    /// Asked before every connection attempt and every message handed to libmosquitto;
+    /// once it says false the client cuts its connection without a DISCONNECT (so the
+    /// broker publishes the will), never connects again, and refuses to publish. A
+    /// coordinator's leader lease: a process that lost it must not speak for the shared
+    /// client id. nil: always open.
+    public var gate: (@Sendable () -> Bool)?
 
     public enum Session: Sendable, Equatable {
         /// A new session on every connect; nothing kept by the broker.
@@ -49,7 +55,8 @@ public struct MQTTConfiguration: Sendable {
         receiveMaximum: Int = 1000,
         reconnectDelay: Double = 0.25,
         reconnectDelayMax: Double = 10,
-        tls: MQTTTLS? = nil
+        tls: MQTTTLS? = nil,
+        gate: (@Sendable () -> Bool)? = nil
     ) {
         self.host = host
         self.port = port
@@ -64,6 +71,7 @@ public struct MQTTConfiguration: Sendable {
         self.reconnectDelay = reconnectDelay
         self.reconnectDelayMax = reconnectDelayMax
         self.tls = tls
+        self.gate = gate
     }
 }
 

@@ -16,6 +16,9 @@ public struct MQTTError: Error, Sendable, Equatable, CustomStringConvertible {
         case notConnected
         /// The client is shut down.
         case shutDown
+        /// The owner's gate is closed (a coordinator that lost its leader lease): the
+        /// client neither connects nor hands anything to the broker any more.
+        case fenced
     }
 
     public var kind: Kind

@@ -39,8 +39,14 @@ struct TandemCoordinatorCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Client certificate's private key [TANDEM_MQTT_KEY_FILE]", valueName: "path"))
     var tlsKeyFile: String?
 
-    @Option(help: "SQLite database file [TANDEM_DATABASE] (default ./data/tandem.sqlite)")
+    @Option(help: "SQLite database file, or postgres://user:password@host:port/dbname [TANDEM_DATABASE] (default ./data/tandem.sqlite)")
     var database: String?
+
+    @Option(help: "PostgreSQL: a leader not renewing its lease for this many seconds is replaced by a standby [TANDEM_LEADER_LEASE_SECONDS] (default 5)")
+    var leaderLeaseSeconds: Double?
+
+    @Option(help: "Names this process on coordinator/instances/{id} and in the lease [TANDEM_INSTANCE_ID] (default: host name and process id)")
+    var instanceId: String?
 
     @Option(help: "Topic root [TANDEM_TOPIC_ROOT] (default tandem/v1)")
     var topicRoot: String?
@@ -210,7 +216,24 @@ struct TandemCoordinatorCommand: AsyncParsableCommand {
         } catch {
             throw ValidationError(error.message)
         }
-        if let v = text(database, "TANDEM_DATABASE") { c.databasePath = v }
+        if let v = text(database, "TANDEM_DATABASE") {
+            do {
+                _ = try StoreLocation(v)
+            } catch {
+                throw ValidationError("--database: \(error.reason)")
+            }
+            c.databasePath = v
+        }
+        if let v = try seconds(leaderLeaseSeconds, "leader-lease-seconds", "TANDEM_LEADER_LEASE_SECONDS") {
+            guard v >= 200 else { throw ValidationError("--leader-lease-seconds must be at least 0.2, not \(Double(v) / 1000)") }
+            c.leaderLeaseMs = v
+        }
+        if let v = text(instanceId, "TANDEM_INSTANCE_ID") {
+            guard Identifier.isValid(v) else {
+                throw ValidationError("--instance-id must be 1-64 characters of A-Z a-z 0-9 _ . -, not \(v)")
+            }
+            c.instanceId = v
+        }
         if let v = text(topicRoot, "TANDEM_TOPIC_ROOT") {
             guard !v.isEmpty, !v.hasSuffix("/"), !v.contains("+"), !v.contains("#") else {
                 throw ValidationError("--topic-root must be a topic without wildcards or a trailing /, not \(v)")

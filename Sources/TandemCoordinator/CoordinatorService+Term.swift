@@ -1,0 +1,253 @@
+import Logging
+import ServiceLifecycle
+import TandemCore
+import TandemMQTT
+
+/// What a leader does while it leads: recover the state, connect with the shared client
+/// id, go online, run the pipeline, and on a shutdown drain it.
+extension CoordinatorService {
+    enum Input: Sendable {
+        case message(MQTTMessage)
+        case connection(MQTTConnectionEvent)
+        case inboundEnded(String)
+        case tick
+        case metricsTick
+        /// A query could not be answered from the database (counted in the metrics).
+        case queryFailed
+        case shutdown
+        /// The leader lease is gone (``LeaseFence``): stop at once, commit and publish nothing.
+        case leaseLost(String)
+    }
+
+    /// Leads with `store` until a shutdown (drained, `.shutdown`) or until `fence` is
+    /// lost (`.leaseLost`: nothing more committed or published). `fence` nil: the
+    /// SQLite owner, whose term never ends. Closes the store. Throws what stops the
+    /// process (a failed commit, a refused connection).
+    func lead(store: any CoordinatorStore, term: Int64, fence: LeaseFence?) async throws -> TermEnd {
+        let startedAt = WallClock.now()
+        var engine: Engine
+        let reader: any CoordinatorStore
+        do {
+            engine = try await Recovery.engine(configuration: configuration, store: store, now: startedAt)
+            reader = try await store.queryReader()
+        } catch {
+            await store.close()
+            logger.critical("cannot read the database \(store.location): \(error)")
+            throw error
+        }
+        logger.info("database \(store.location) open, epoch \(engine.epoch): \(engine.summaryLine)")
+
+        var gate: (@Sendable () -> Bool)?
+        if let fence { gate = { fence.holds } }
+        let client = try MQTTClient(
+            configuration: MQTTConfiguration(
+                host: configuration.host,
+                port: configuration.port,
+                clientId: configuration.clientId,
+                username: configuration.username,
+                password: configuration.password,
+                will: MQTTWill(topic: topics.coordinatorStatus, payload: Self.offlinePayload, qos: .atLeastOnce, retain: true),
+                session: .persistent(expirySeconds: configuration.sessionExpirySeconds),
+                maxInflight: 20_000,
+                receiveMaximum: 20_000,
+                tls: configuration.tls,
+                gate: gate
+            ),
+            logger: Logger(label: "tandem.mqtt")
+        )
+        func closeAll() async {
+            await client.disconnect()
+            await reader.close()
+            await store.close()
+        }
+        // The lease gone: cut the shared client id's connection at once (no DISCONNECT,
+        // so the broker publishes our will) whatever the pipeline is doing.
+        fence?.whenLost { reason in client.cutOff(reason: "leader lease lost: \(reason)") }
+
+        // Registered before CONNECT: whatever the broker queued for our session while we
+        // were down is delivered into this subscription, not dropped.
+        let inbound = try await client.subscribe(topics.inboundFilters, qos: .atLeastOnce)
+        logger.info("connecting to MQTT broker \(configuration.host):\(configuration.port)\(configuration.tls == nil ? "" : " over TLS") as \(configuration.username ?? "(anonymous)"), client id \(configuration.clientId)")
+        do {
+            try await cancelWhenGracefulShutdown { try await client.connect() }
+            try await client.publish(topics.coordinatorStatus, payload: onlinePayload(startedAt: startedAt, term: term), qos: .atLeastOnce, retain: true)
+        } catch {
+            await closeAll()
+            if error is CancellationError { return .shutdown }
+            if let lost = fence?.lostReason { return .leaseLost(lost) }
+            logger.critical("cannot connect to the broker: \(error)")
+            throw error
+        }
+        logger.notice("online: leading (instance \(configuration.instanceId), term \(term)); every subscription acknowledged; status published on \(topics.coordinatorStatus)", metadata: ["term": "\(term)"])
+        // Every snapshot again (the broker may have lost its retained copies, or the last
+        // leader's late copies may be there), in chunks from the pipeline's steps so that
+        // they never all sit in memory at once.
+        engine.startRepublishing(now: WallClock.now())
+
+        var failure: (any Error)?
+        var end = TermEnd.shutdown
+        do {
+            end = try await pipeline(engine: &engine, client: client, store: store, reader: reader, inbound: inbound, startedAt: startedAt, term: term, fence: fence)
+        } catch {
+            if let lost = fence?.lostReason {
+                end = .leaseLost(lost)
+            } else {
+                failure = error
+                logger.critical("stopping after an error: \(error)")
+            }
+        }
+        guard case .shutdown = end else {
+            // Lost the lease: not one more commit or publication. The gate is closed, the
+            // connection cut; what waits in the buffer was never acknowledged by a
+            // receipt, so its senders resend it to the next leader.
+            await closeAll()
+            return end
+        }
+
+        // Drain: nothing new is taken; what waits in the reorder buffer is applied now,
+        // committed, and published with the last snapshots.
+        if failure == nil {
+            let last = engine.flush(now: WallClock.now())
+            do {
+                try await commit(last, engine: &engine, store: store, client: client)
+            } catch {
+                failure = error
+                logger.critical("final commit failed: \(error)")
+            }
+        }
+        do {
+            try await client.publish(topics.coordinatorStatus, payload: Self.offlinePayload, qos: .atLeastOnce, retain: true)
+        } catch {
+            logger.warning("could not publish the offline status: \(error)")
+        }
+        await closeAll()
+        if let failure { throw failure }
+        logger.info("stopped cleanly")
+        return .shutdown
+    }
+
+    private func pipeline(
+        engine: inout Engine, client: MQTTClient, store: any CoordinatorStore, reader: any CoordinatorStore,
+        inbound: MQTTSubscription, startedAt: Millis, term: Int64, fence: LeaseFence?
+    ) async throws -> TermEnd {
+        let (inputs, feed) = AsyncStream.makeStream(of: Input.self)
+        fence?.whenLost { reason in feed.yield(.leaseLost(reason)) }
+        // Queries leave the pipeline here: answered one after another from the reader's
+        // own connection, while the pipeline goes on with everyone's events.
+        let (queries, queryFeed) = AsyncStream.makeStream(of: Engine.Query.self)
+        let metricsInterval = Duration.milliseconds(configuration.metricsIntervalMs)
+        return try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                do {
+                    for try await message in inbound { feed.yield(.message(message)) }
+                    feed.yield(.inboundEnded("subscription finished"))
+                } catch {
+                    feed.yield(.inboundEnded("\(error)"))
+                }
+            }
+            group.addTask {
+                for await event in client.events { feed.yield(.connection(event)) }
+            }
+            group.addTask { [self] in
+                for await query in queries where await !answer(query, store: reader, client: client) {
+                    feed.yield(.queryFailed)
+                }
+            }
+            group.addTask {
+                while !Task.isCancelled {
+                    try await Task.sleep(for: metricsInterval)
+                    feed.yield(.metricsTick)
+                }
+            }
+            defer { group.cancelAll() }
+
+            let timer = DeadlineTimer(feed: feed)
+            // Work may be due before any message arrives (the republishing after a start,
+            // leases that ran out while we were down).
+            if let deadline = engine.nextDeadline { timer.schedule(at: deadline) }
+            var connections = 0
+            var end = TermEnd.shutdown
+            try await withGracefulShutdownHandler {
+                loop: for await input in inputs {
+                    let now = WallClock.now()
+                    switch input {
+                    case .message(let message):
+                        let immediate = engine.ingest(topic: message.topic, payload: message.payload, now: now)
+                        send(immediate, via: client, metrics: &engine.metrics)
+                        for query in engine.takeQueries() { queryFeed.yield(query) }
+                    case .connection(.connected(let sessionPresent)):
+                        connections += 1
+                        // The first is the connect() above, which published the status already.
+                        guard connections > 1 else { break }
+                        logger.info("MQTT reconnected (session present: \(sessionPresent))")
+                        // A will may have marked us offline while the connection was down.
+                        client.enqueueLogged(topics.coordinatorStatus, payload: onlinePayload(startedAt: startedAt, term: term), retain: true, logger: logger)
+                    case .connection(.disconnected(let reason)):
+                        logger.warning("MQTT: \(reason)")
+                    case .inboundEnded(let reason):
+                        if let lost = fence?.lostReason {
+                            end = .leaseLost(lost)
+                        } else {
+                            logger.error("inbound subscription ended: \(reason)")
+                        }
+                        break loop
+                    case .metricsTick:
+                        let metrics = engine.metricsPublication(uptimeSeconds: Double(now - startedAt) / 1000)
+                        client.enqueueLogged(metrics.topic, payload: metrics.payload, qos: .atMostOnce, retain: true, logger: logger)
+                    case .queryFailed:
+                        engine.metrics.errors += 1
+                    case .tick:
+                        break
+                    case .shutdown:
+                        logger.info("shutting down: draining")
+                        break loop
+                    case .leaseLost(let reason):
+                        end = .leaseLost(reason)
+                        break loop
+                    }
+                    if let fence, !fence.holds {
+                        end = .leaseLost(fence.lostReason ?? "the lease ran out")
+                        break loop
+                    }
+                    if let deadline = engine.nextDeadline, deadline <= WallClock.now() {
+                        let step = engine.step(now: WallClock.now())
+                        try await commit(step, engine: &engine, store: store, client: client)
+                    }
+                    if let deadline = engine.nextDeadline {
+                        timer.schedule(at: deadline)
+                    }
+                }
+            } onGracefulShutdown: {
+                feed.yield(.shutdown)
+            }
+            return end
+        }
+    }
+
+    /// Persists a step's batch in one transaction, then publishes what it produced.
+    func commit(_ step: Engine.Step, engine: inout Engine, store: any CoordinatorStore, client: MQTTClient) async throws {
+        if !step.batch.isEmpty {
+            let clock = ContinuousClock()
+            let started = clock.now
+            try await store.commit(step.batch)
+            let elapsed = clock.now - started
+            let ms = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
+            engine.metrics.batches += 1
+            engine.metrics.commitMillisTotal += ms
+            engine.metrics.commitMillisMax = max(engine.metrics.commitMillisMax, ms)
+        }
+        send(step.publications, via: client, metrics: &engine.metrics)
+    }
+
+    func send(_ publications: [Publication], via client: MQTTClient, metrics: inout Metrics) {
+        for p in publications {
+            do {
+                try client.enqueue(p.topic, payload: p.payload, qos: p.qos == 0 ? .atMostOnce : .atLeastOnce, retain: p.retain)
+                metrics.messagesOut += 1
+            } catch {
+                metrics.publishErrors += 1
+                logger.debug("publish to \(p.topic) failed: \(error)")
+            }
+        }
+    }
+}

@@ -1,0 +1,78 @@
+import Logging
+import TandemCore
+import TandemMQTT
+
+/// Every coordinator process, leader or standby, says what it is on its own retained
+/// `coordinator/instances/{instanceId}`, from a second MQTT connection (client id
+/// `{client-id}-{instanceId}`) whose will says `{"online":false}`: operators and tests
+/// can watch who runs and who leads. This connection never touches the shared client
+/// id's session, so a standby can announce itself without disturbing the leader.
+final class InstanceAnnouncer: Sendable {
+    enum Role: Sendable {
+        case standby
+        case leader(term: Int64)
+    }
+
+    let client: MQTTClient
+    let topic: String
+    let startedAt: Millis
+    let logger: Logger
+
+    init(configuration: CoordinatorConfiguration, topics: Topics, startedAt: Millis, logger: Logger) throws {
+        topic = topics.coordinatorInstance(configuration.instanceId)
+        self.startedAt = startedAt
+        self.logger = logger
+        client = try MQTTClient(
+            configuration: MQTTConfiguration(
+                host: configuration.host,
+                port: configuration.port,
+                clientId: "\(configuration.clientId)-\(configuration.instanceId)",
+                username: configuration.username,
+                password: configuration.password,
+                will: MQTTWill(topic: topic, payload: Self.offline, qos: .atLeastOnce, retain: true),
+                session: .cleanStart,
+                tls: configuration.tls
+            ),
+            logger: logger
+        )
+    }
+
+    static let offline = JSON.obj(["online": false]).serialized()
+
+    /// Connects in the background (announcements wait in the client's outbox meanwhile).
+    func start() {
+        let client = self.client
+        let logger = self.logger
+        Task {
+            do {
+                try await client.connect()
+            } catch {
+                logger.warning("the instance connection could not connect: \(error)")
+            }
+        }
+    }
+
+    func announce(_ role: Role) {
+        var members: [JSON.Member] = [
+            .init("online", true), .init("startedAt", .int(startedAt)), .init("version", .string(TandemVersion.current)),
+        ]
+        switch role {
+        case .standby:
+            members.append(.init("role", "standby"))
+        case .leader(let term):
+            members.append(.init("role", "leader"))
+            members.append(.init("term", .int(term)))
+        }
+        client.enqueueLogged(topic, payload: JSON.object(members).serialized(), retain: true, logger: logger)
+    }
+
+    /// A clean exit: `{"online":false}` retained (as the will would say), then DISCONNECT.
+    func stop() async {
+        do {
+            try await client.publish(topic, payload: Self.offline, qos: .atLeastOnce, retain: true)
+        } catch {
+            logger.debug("could not publish the instance's offline status: \(error)")
+        }
+        await client.disconnect()
+    }
+}

@@ -1,0 +1,167 @@
+import Logging
+import Synchronization
+import TandemCore
+import TandemPostgres
+
+/// This process's own view of the leader lease it holds: a deadline on the monotonic
+/// clock, after which it must act as if it had lost the lease, whatever the database
+/// says or whether it can be reached.
+///
+/// The deadline is the moment a successful renewal was *sent* plus the lease minus a
+/// margin. The database computes its expiry from its own clock when it runs the
+/// statement, which is later than the send, so this process always gives up before the
+/// database lets a standby take over. A process frozen by SIGSTOP (or starved of CPU)
+/// finds its deadline passed when it runs again: the MQTT gate closes before anything
+/// more is handed to the broker, the commit retry stops, and the pipeline ends.
+///
+/// Once lost, a fence never holds again (a late renewal does not revive it): the term
+/// is over, and the process competes for a new one as a standby.
+final class LeaseFence: Sendable {
+    let term: Int64
+    let leaseMs: Int64
+    /// How long before the lease's end this process stops (a fifth of the lease).
+    let marginMs: Int64
+    private let state: Mutex<State>
+
+    struct State {
+        var deadline: ContinuousClock.Instant
+        var lost: String?
+        var notified = false
+        var handlers: [@Sendable (String) -> Void] = []
+    }
+
+    init(term: Int64, leaseMs: Int64, acquireSentAt: ContinuousClock.Instant) {
+        self.term = term
+        self.leaseMs = leaseMs
+        self.marginMs = max(100, leaseMs / 5)
+        state = Mutex(State(deadline: acquireSentAt + .milliseconds(leaseMs - max(100, leaseMs / 5))))
+    }
+
+    /// Whether the lease is still this process's to use. Safe from any thread (the MQTT
+    /// loop thread asks it); it only reads the clock and a lock. The first call that
+    /// finds the deadline passed marks the fence lost.
+    var holds: Bool {
+        state.withLock { s in
+            if s.lost != nil { return false }
+            let now = ContinuousClock.now
+            guard now < s.deadline else {
+                s.lost = "the lease was not renewed in time: this process's deadline passed \((now - s.deadline).roundedMillis) ms ago (frozen, starved of CPU, or cut off from the database)"
+                return false
+            }
+            return true
+        }
+    }
+
+    var deadline: ContinuousClock.Instant { state.withLock { $0.deadline } }
+    var lostReason: String? { state.withLock { $0.lost } }
+
+    /// A renewal sent at `sentAt` succeeded: the deadline moves, unless the fence was
+    /// already lost.
+    func renewed(sentAt: ContinuousClock.Instant) {
+        state.withLock { s in
+            guard s.lost == nil, ContinuousClock.now < s.deadline else { return }
+            let next = sentAt + .milliseconds(leaseMs - marginMs)
+            if next > s.deadline { s.deadline = next }
+        }
+    }
+
+    /// Marks the lease lost (the first reason stays) and tells every handler, once.
+    /// Called from tasks, never from the MQTT thread (handlers take the client's lock).
+    func lose(_ reason: String) {
+        let (why, handlers) = state.withLock { s -> (String, [@Sendable (String) -> Void]) in
+            if s.lost == nil { s.lost = reason }
+            guard !s.notified else { return (s.lost!, []) }
+            s.notified = true
+            defer { s.handlers.removeAll() }
+            return (s.lost!, s.handlers)
+        }
+        handlers.forEach { $0(why) }
+    }
+
+    /// Runs `handler` when the lease is lost (at once if it already was and was told).
+    func whenLost(_ handler: @escaping @Sendable (String) -> Void) {
+        let already = state.withLock { s -> String? in
+            guard s.notified else {
+                s.handlers.append(handler)
+                return nil
+            }
+            return s.lost
+        }
+        if let already { handler(already) }
+    }
+
+    /// Renews the lease every `renewEvery` and watches the deadline, until the term
+    /// ends (the caller cancels) or the lease is lost (then ``lose(_:)`` has run).
+    func keep(with lease: PostgresLease, renewEvery: Duration, logger: Logger) async {
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { [self] in
+                var failing = false
+                while !Task.isCancelled, holds {
+                    try? await Task.sleep(for: renewEvery)
+                    guard !Task.isCancelled, holds else { break }
+                    let sent = ContinuousClock.now
+                    do {
+                        if try await lease.renew(term: term) {
+                            renewed(sentAt: sent)
+                            if failing { logger.notice("leader lease of term \(term) renewed again") }
+                            failing = false
+                        } else {
+                            let now = try? await lease.holder()
+                            lose("the database's lease now names term \(now.map { "\($0.term), held by instance \($0.instance)" } ?? "another term") (another coordinator took over)")
+                        }
+                    } catch {
+                        let left = (deadline - ContinuousClock.now).roundedMillis
+                        logger.warning("could not renew the leader lease of term \(term): \(error); this process gives it up in \(left) ms unless a renewal succeeds")
+                        failing = true
+                    }
+                }
+            }
+            group.addTask { [self] in
+                while !Task.isCancelled {
+                    if !holds {
+                        lose(lostReason ?? "the lease ran out")
+                        return
+                    }
+                    try? await Task.sleep(until: deadline, clock: .continuous)
+                }
+            }
+            // The first to end means the lease is lost (or the term was cancelled).
+            await group.next()
+            group.cancelAll()
+        }
+    }
+}
+
+extension Duration {
+    var roundedMillis: Int64 {
+        components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000
+    }
+}
+
+/// A standby's wait for the lease: it tries to take it every `poll` and says who leads
+/// whenever that changes. Throws `CancellationError` when cancelled (a shutdown), and
+/// any error that retrying cannot fix (a refused password, a database that does not
+/// exist); a database that cannot be reached is waited for.
+func waitForLease(
+    _ lease: PostgresLease, poll: Duration, logger: Logger
+) async throws -> (acquired: PostgresLease.Acquired, sentAt: ContinuousClock.Instant) {
+    var lastSeen: PostgresLease.Holder?
+    var unreachable = false
+    while true {
+        try Task.checkCancellation()
+        let sent = ContinuousClock.now
+        do {
+            if let acquired = try await lease.tryAcquire() { return (acquired, sent) }
+            let holder = try await lease.holder()
+            if holder.term != lastSeen?.term || holder.instance != lastSeen?.instance || unreachable {
+                logger.info("standby: instance \(holder.instance) leads (term \(holder.term)); its lease runs out in \(Double(holder.expiresInMs) / 1000) s unless renewed")
+            }
+            lastSeen = holder
+            unreachable = false
+        } catch let error as PostgresStoreError where error.isConnectionLoss {
+            if !unreachable { logger.warning("standby: cannot reach the database: \(error); trying again every \(poll)") }
+            unreachable = true
+        }
+        try await Task.sleep(for: poll)
+    }
+}
