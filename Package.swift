@@ -149,7 +149,8 @@ let package = Package(
             // The binaries are dependencies so that `swift test` builds them: the tests
             // run them the way a person does.
             dependencies: [
-                "TandemClient", "TandemCore", "TandemMQTT", "TandemStore", "TestSupport", "tandem-coordinator", "tandem-agent",
+                "TandemClient", "TandemCore", "TandemMQTT", "TandemStore", "TandemPostgres", "TestSupport", "tandem-coordinator",
+                "tandem-agent",
             ]
         ),
     ],

@@ -1,4 +1,5 @@
 import Logging
+import Synchronization
 import TandemCore
 import TandemMQTT
 
@@ -15,6 +16,9 @@ final class InstanceAnnouncer: Sendable {
 
     let client: MQTTClient
     let topic: String
+    /// The role announced last: announced again after every reconnect (a broker that
+    /// restarted may have published our will, or lost the retained copy).
+    let role = Mutex<Role>(.standby)
     let startedAt: Millis
     let logger: Logger
 
@@ -50,9 +54,22 @@ final class InstanceAnnouncer: Sendable {
                 logger.warning("the instance connection could not connect: \(error)")
             }
         }
+        Task { [self] in
+            var connections = 0
+            for await event in client.events {
+                guard case .connected = event else { continue }
+                connections += 1
+                if connections > 1 { publish(role.withLock { $0 }) }
+            }
+        }
     }
 
     func announce(_ role: Role) {
+        self.role.withLock { $0 = role }
+        publish(role)
+    }
+
+    private func publish(_ role: Role) {
         var members: [JSON.Member] = [
             .init("online", true), .init("startedAt", .int(startedAt)), .init("version", .string(TandemVersion.current)),
         ]

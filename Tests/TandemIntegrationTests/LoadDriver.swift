@@ -1,7 +1,10 @@
 import Foundation
+import Testing
 import TandemCore
 import TandemMQTT
+import TandemPostgres
 import TandemStore
+import Logging
 import TestSupport
 
 /// Steady load from one test client, the way the agent behaves: a stream of room edit
@@ -19,6 +22,9 @@ struct LoadPlan: Sendable {
     var resendAfter: Duration = .seconds(2)
     /// Where DM messages go; nil: room events only.
     var dmPeer: String?
+    /// Whether some events are workout controls (start, pause, resume, stop of one
+    /// workout after another, from the phone).
+    var workouts = false
     /// How long the drain phase may take at most.
     var drainTimeout: Duration = .seconds(40)
     var seed: UInt64
@@ -29,7 +35,7 @@ struct LoadReport: Sendable {
     var user: String
     /// id -> how many times it was published (successfully handed to the broker or not).
     var sends: [String: Int] = [:]
-    /// id -> "room" or "dm".
+    /// id -> "room", "dm" or "workout".
     var kinds: [String: String] = [:]
     /// id -> every receipt heard for it, in order.
     var receipts: [String: [JSON]] = [:]
@@ -100,8 +106,25 @@ func driveLoad(_ peer: TestPeer, plan: LoadPlan) async -> LoadReport {
         }
     }
 
+    var workoutNumber = 0
+    var workoutStep = 0
     func nextEvent() -> (String, String, JSON, String) {
         counter += 1
+        if plan.workouts, rng.below(8) == 0 {
+            let kinds = ["start", "pause", "resume", "stop"]
+            let id = "\(user)-w\(counter)"
+            let command = JSON.obj([
+                "commandId": .string(id), "type": .string(kinds[workoutStep]), "timestamp": .int(nowMillis()),
+                "mode": "mirrored",
+            ])
+            let topic = topics.workoutControl(user: user, workout: "\(user)-run\(workoutNumber)", device: .phone)
+            workoutStep += 1
+            if workoutStep == kinds.count {
+                workoutStep = 0
+                workoutNumber += 1
+            }
+            return (id, topic, command, "workout")
+        }
         let frame = (Double(rng.below(1000)), Double(rng.below(1000)), Double(1 + rng.below(100)), Double(1 + rng.below(100)))
         if let dmPeer = plan.dmPeer, rng.below(6) == 0 {
             let id = "\(user)-d\(counter)"
@@ -153,6 +176,159 @@ func driveLoad(_ peer: TestPeer, plan: LoadPlan) async -> LoadReport {
     return report
 }
 
+/// Checks what a load run left behind, against the coordinator's own record:
+///
+/// - every event was processed exactly once: one row in the event log;
+/// - each client heard at most one non-duplicate receipt per event, agreeing with the
+///   log; an event answered only by `duplicate` (its receipt died with a killed
+///   process) learned the first copy's outcome from the duplicate's `original`;
+/// - the room's retained snapshot equals a replay of the accepted events, in version
+///   order, through the pure `RoomState`; the DM conversation holds exactly the
+///   accepted messages, in order; each workout's retained snapshot has the version and
+///   status its accepted controls give.
+///
+/// `stop` stops the coordinator(s) cleanly; `eventLog` then reads the whole log.
+func verifyLoad(
+    reports: [LoadReport], peers: [TestPeer], room: String, broker: MosquittoBroker, label: String,
+    stop: () async -> Void, eventLog: () async throws -> [EventLogRow]
+) async throws {
+    let topics = Topics()
+    for report in reports {
+        #expect(report.unanswered.isEmpty, "\(report.user): no receipt at all for \(report.unanswered.prefix(20))")
+    }
+
+    // The retained state as a client connecting now sees it.
+    let late = try await TestPeer.connect(broker: broker, user: "alice")
+    let snapshot = try await late.waitFor(topics.roomState(room: room), timeout: .seconds(20))
+    // Conversation snapshots are paced (a second at most behind the changes): wait
+    // for the one that carries the last version any receipt told of.
+    let dmVersion = peers.flatMap(\.receipts).filter { $0["kind"]?.stringValue == "dm" }.compactMap { $0["version"]?.int64Value }.max() ?? 0
+    let conversation = try await late.waitFor(topics.conversation(user: "alice", peer: "bob"), timeout: .seconds(20)) {
+        ($0["version"]?.int64Value ?? 0) >= dmVersion
+    }
+    await late.close()
+    for peer in peers { await peer.close() }
+
+    // Workouts: each one's retained snapshot, as a client connecting now sees it.
+    var workoutSnapshots: [String: JSON] = [:]
+    let workoutIds = Set(reports.flatMap { report in report.sends.keys.filter { report.kinds[$0] == "workout" }.map { _ in report.user } })
+    for user in workoutIds.sorted() {
+        let owner = try await TestPeer.connect(broker: broker, user: user)
+        try await Task.sleep(for: .milliseconds(500))
+        for message in owner.heard(from: 0) where message.topic.hasSuffix("/state") && message.topic.contains("/workouts/") {
+            if let json = try? JSON.parse(message.payload) { workoutSnapshots[message.topic] = json }
+        }
+        await owner.close()
+    }
+
+    // The authoritative record: stop the coordinator cleanly and read its log.
+    await stop()
+    let log = try await eventLog()
+    var logged: [String: [EventLogRow]] = [:]
+    for row in log { logged["\(row.userId)/\(row.id)", default: []].append(row) }
+
+    var sent = 0, publishes = 0, answered = 0, duplicates = 0, receiptLost = 0, accepted = 0, rejected = 0
+    var redelivered = 0
+    for report in reports {
+        sent += report.eventsSent
+        publishes += report.publishes
+        for (id, copies) in report.sends {
+            let key = "\(report.user)/\(id)"
+            let rows = logged[key] ?? []
+            #expect(rows.count == 1, "\(key): processed \(rows.count) times")
+            let outcomes = report.outcomes(id)
+            let dups = report.duplicates(id)
+            duplicates += dups
+            #expect(outcomes.count <= 1, "\(key): \(outcomes.count) outcomes: \(outcomes.map(\.text))")
+            // More duplicates than resends: the transport delivered a copy again.
+            if dups > copies - 1 { redelivered += dups - (copies - 1) }
+            #expect(dups <= 2 * copies, "\(key): \(dups) duplicate receipts for \(copies) copies sent")
+            if let outcome = outcomes.first {
+                answered += 1
+                if let row = rows.first {
+                    #expect(outcome["status"]?.stringValue == row.status.rawValue, "\(key)")
+                    #expect(outcome["version"]?.int64Value == row.version, "\(key)")
+                    #expect(outcome["code"]?.stringValue == row.code?.rawValue, "\(key)")
+                }
+                if outcome["status"]?.stringValue == "accepted" { accepted += 1 } else { rejected += 1 }
+            } else if dups > 0 {
+                answered += 1
+                receiptLost += 1
+                // The lost receipt's outcome still reaches the client: a duplicate
+                // of a committed id carries the first copy's outcome.
+                let recovered = report.duplicateReceipts(id).compactMap { $0["original"] }.first
+                if let row = rows.first {
+                    #expect(recovered?["status"]?.stringValue == row.status.rawValue, "\(key): \(report.duplicateReceipts(id).map(\.text))")
+                    #expect(recovered?["version"]?.int64Value == row.version, "\(key)")
+                }
+            }
+        }
+    }
+
+    // Replay the accepted room events in version order through the pure rules.
+    let roomRows = log.filter { $0.kind == .room && $0.target == room && $0.status == .accepted }
+        .sorted { ($0.version ?? 0) < ($1.version ?? 0) }
+    var replay = RoomState(roomId: room)
+    for row in roomRows {
+        let event = try EditEvent.decode(try #require(row.payload)).get()
+        let outcome = replay.apply(event, from: row.userId, now: row.at, lease: 3_600_000)
+        #expect(outcome.isAccepted && outcome.version == row.version, "replay of \(row.userId)/\(row.id) at v\(row.version ?? -1): \(outcome)")
+    }
+    #expect(snapshot["version"]?.int64Value == replay.version)
+    let live = stickers(snapshot)
+    #expect(live.compactMap { $0["id"]?.stringValue } == replay.stickers.map(\.id))
+    for (got, want) in zip(live, replay.stickers) {
+        #expect(frame(snapshot, want.id) == [want.frame.x, want.frame.y, want.frame.width, want.frame.height], "\(want.id)")
+        #expect(got["owner"]?.stringValue == want.owner, "\(want.id)")
+    }
+
+    // The conversation holds exactly the accepted messages, in version order.
+    let acceptedMessages = try log.filter { $0.kind == .dm && $0.status == .accepted }
+        .sorted { ($0.version ?? 0) < ($1.version ?? 0) }
+        .compactMap { row -> String? in
+            let command = try DMCommand.decode(try #require(row.payload)).get()
+            return command.type == .message ? command.commandId : nil
+        }
+    var messageIds: [String] = []
+    if case .array(let messages)? = conversation["messages"] {
+        messageIds = messages.compactMap { $0["id"]?.stringValue }.filter { !$0.hasPrefix("setup") }
+    }
+    if acceptedMessages.count < 190 {
+        #expect(messageIds == acceptedMessages)
+    }
+
+    // Each workout's snapshot: one version per accepted control, the status its last one left.
+    let controls = try log.filter { $0.kind == .workout && $0.status == .accepted }
+        .sorted { ($0.version ?? 0) < ($1.version ?? 0) }
+        .map { row -> (target: String, type: WorkoutControl.Kind) in
+            (row.target, try WorkoutControl.decode(try #require(row.payload)).get().type)
+        }
+    var workoutsChecked = 0
+    for (target, rows) in Dictionary(grouping: controls, by: \.target) {
+        let parts = target.split(separator: "/")
+        let topic = Topics().workoutState(user: String(parts[0]), workout: String(parts[1]))
+        let snapshot = try #require(workoutSnapshots[topic], "no retained snapshot of workout \(target)")
+        #expect(snapshot["version"]?.int64Value == Int64(rows.count), "\(target): \(snapshot.text)")
+        let status: String = switch rows.last!.type {
+        case .start, .resume: "running"
+        case .pause: "paused"
+        case .stop: "finished"
+        }
+        #expect(snapshot["status"]?.stringValue == status, "\(target): \(snapshot.text)")
+        workoutsChecked += 1
+    }
+
+    print("""
+        load [\(label)]: \(sent) events sent (\(publishes) publishes incl. resends), \
+        \(answered) answered (\(accepted) accepted, \(rejected) rejected, \(receiptLost) answered only by \
+        'duplicate' after their receipt died with the process), \(duplicates) duplicate receipts \
+        (\(redelivered) for QoS 1 redeliveries rather than resends), \
+        room at version \(replay.version) with \(replay.stickers.count) stickers, \(acceptedMessages.count) DM messages, \
+        \(workoutsChecked) workouts
+        """)
+    #expect(answered == sent)
+}
+
 /// SplitMix64: a seeded generator so a failing run can be replayed.
 struct TestRandom: RandomNumberGenerator {
     var state: UInt64
@@ -169,7 +345,15 @@ struct TestRandom: RandomNumberGenerator {
 
 /// Every row of the coordinator's event log (read with the coordinator stopped).
 func readEventLog(_ path: String) async throws -> [EventLogRow] {
-    let store = try TandemStore.open(path: path)
+    try await readEventLog(from: try TandemStore.open(path: path))
+}
+
+/// Every row of the event log of the PostgreSQL database at `url`.
+func readEventLog(postgres url: String) async throws -> [EventLogRow] {
+    try await readEventLog(from: try await PostgresStore.openReader(url: PostgresURL(parsing: url), logger: Logger(label: "test")))
+}
+
+func readEventLog(from store: any CoordinatorStore) async throws -> [EventLogRow] {
     var rows: [EventLogRow] = []
     while true {
         let page = try await store.eventLog(after: rows.last?.seq ?? 0, limit: 1_000)

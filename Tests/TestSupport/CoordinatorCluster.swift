@@ -1,0 +1,140 @@
+import Foundation
+import Synchronization
+import TandemCore
+
+/// Several built `tandem-coordinator` processes on one PostgreSQL database and one
+/// broker, each with its own `--instance-id`, for the failover tests: start them, find
+/// the leader from the retained `coordinator/status`, kill, freeze and restart them.
+///
+/// Every launch writes its standard error to a file of its own in ``directory``
+/// (`<instance>.<n>.log`), so a test can read what a process said before it was killed.
+public final class CoordinatorCluster: Sendable {
+    public let broker: MosquittoBroker
+    public let databaseURL: String
+    public let directory: String
+    public let arguments: [String]
+    public let watcher: TestPeer
+    private let processes = Mutex<[String: ChildProcess]>([:])
+    private let launches = Mutex<[String: Int]>([:])
+
+    /// A running leader as `coordinator/status` says.
+    public struct Leader: Sendable, Equatable {
+        public var instance: String
+        public var term: Int64
+        public var startedAt: Int64
+    }
+
+    /// Starts one process per name in `instances`, in order, and waits until one of them
+    /// says it leads. `arguments` are added to each (`--leader-lease-seconds 2`, ...).
+    public static func start(
+        broker: MosquittoBroker, databaseURL: String, instances: [String], arguments: [String] = []
+    ) async throws -> CoordinatorCluster {
+        let watcher = try await TestPeer.connect(
+            broker: broker, user: "cluster-watcher-\(UInt32.random(in: 0...UInt32.max))", asCoordinatorWatcher: true,
+            extraFilters: [Topics().coordinatorInstance("+")])
+        let cluster = CoordinatorCluster(
+            broker: broker, databaseURL: databaseURL, directory: try makeTemporaryDirectory(prefix: "cluster-"),
+            arguments: arguments, watcher: watcher)
+        for instance in instances { try cluster.launch(instance) }
+        _ = try await cluster.waitForLeader(timeout: .seconds(30))
+        return cluster
+    }
+
+    init(broker: MosquittoBroker, databaseURL: String, directory: String, arguments: [String], watcher: TestPeer) {
+        self.broker = broker
+        self.databaseURL = databaseURL
+        self.directory = directory
+        self.arguments = arguments
+        self.watcher = watcher
+    }
+
+    /// Starts `instance` (again): it becomes a standby, or the leader if the lease is free.
+    public func launch(_ instance: String) throws {
+        var args = ["--host", broker.host, "--port", String(broker.port), "--database", databaseURL, "--instance-id", instance]
+        if broker.configuration.authenticates { args += ["--username", "coordinator", "--password", "coordinator-demo"] }
+        let n = launches.withLock { $0[instance, default: 0] += 1; return $0[instance]! }
+        let log = "\(directory)/\(instance).\(n).log"
+        let child = try ChildProcess(
+            CoordinatorProcess.binary("tandem-coordinator"), args + arguments,
+            addingEnvironment: ["TANDEM_LOG_LEVEL": "info"], standardOutput: log, standardError: log)
+        processes.withLock { $0[instance] = child }
+    }
+
+    public func process(_ instance: String) -> ChildProcess? { processes.withLock { $0[instance] } }
+    public var instances: [String] { processes.withLock { Array($0.keys).sorted() } }
+
+    /// What the retained `coordinator/status` says now, if it says someone leads.
+    public var leader: Leader? {
+        guard let status = watcher.latest(on: watcher.topics.coordinatorStatus), status["online"]?.boolValue == true,
+              let instance = status["instance"]?.stringValue, let term = status["term"]?.int64Value
+        else { return nil }
+        return Leader(instance: instance, term: term, startedAt: status["startedAt"]?.int64Value ?? 0)
+    }
+
+    /// Waits for a leader online with a term above `term`; returns it.
+    public func waitForLeader(after term: Int64 = 0, timeout: Duration = .seconds(30)) async throws -> Leader {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if let leader, leader.term > term { return leader }
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        throw ClusterError.noLeader(after: term, logs: logs())
+    }
+
+    /// The retained `coordinator/instances/{instance}`.
+    public func announcement(_ instance: String) -> JSON? {
+        watcher.latest(on: watcher.topics.coordinatorInstance(instance))
+    }
+
+    /// Everything `coordinator/status` said, in order (what the watcher heard).
+    public var statusHistory: [JSON] { watcher.all(on: watcher.topics.coordinatorStatus) }
+
+    public func signal(_ instance: String, _ signal: Int32) {
+        process(instance)?.signal(signal)
+    }
+
+    /// SIGKILL and wait for the process to be gone.
+    public func kill(_ instance: String) async {
+        guard let child = process(instance) else { return }
+        child.signal(SIGKILL)
+        _ = await child.waitForTermination(timeout: .seconds(10))
+    }
+
+    /// SIGTERM every process; returns each one's exit code (nil: did not stop in time).
+    public func stopAll(timeout: Duration = .seconds(20)) async -> [String: Int32?] {
+        let all = processes.withLock { $0 }
+        for child in all.values where child.isRunning { child.signal(SIGTERM) }
+        var codes: [String: Int32?] = [:]
+        for (instance, child) in all {
+            codes[instance] = await child.waitForExit(timeout: timeout)
+        }
+        await watcher.close()
+        return codes
+    }
+
+    /// Every launch's log of `instance`, oldest first, joined.
+    public func log(_ instance: String) -> String {
+        let n = launches.withLock { $0[instance] ?? 0 }
+        return (1...max(1, n)).map { (try? String(contentsOfFile: "\(directory)/\(instance).\($0).log", encoding: .utf8)) ?? "" }
+            .joined(separator: "\n")
+    }
+
+    /// The latest launch's log of `instance`.
+    public func currentLog(_ instance: String) -> String {
+        let n = launches.withLock { $0[instance] ?? 0 }
+        return (try? String(contentsOfFile: "\(directory)/\(instance).\(n).log", encoding: .utf8)) ?? ""
+    }
+
+    func logs() -> String {
+        instances.map { "--- \($0):\n\(String(log($0).suffix(3000)))" }.joined(separator: "\n")
+    }
+
+    public enum ClusterError: Error, CustomStringConvertible {
+        case noLeader(after: Int64, logs: String)
+        public var description: String {
+            switch self {
+            case .noLeader(let term, let logs): "no coordinator went online with a term above \(term):\n\(logs)"
+            }
+        }
+    }
+}
