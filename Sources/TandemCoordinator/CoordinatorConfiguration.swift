@@ -49,7 +49,10 @@ public struct CoordinatorConfiguration: Sendable {
     /// The host name and the process id, with anything an MQTT topic level or an
     /// identifier may not hold replaced by `-` (at most 64 characters).
     public static func defaultInstanceId() -> String {
-        let host = ProcessInfo.processInfo.hostName.split(separator: ".").first.map(String.init) ?? "host"
+        var name = [CChar](repeating: 0, count: 256)
+        let host = gethostname(&name, name.count) == 0
+            ? String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self).split(separator: ".").first.map(String.init) ?? "host"
+            : "host"
         let raw = "\(host)-\(ProcessInfo.processInfo.processIdentifier)"
         let cleaned = String(raw.map { Identifier.isValid(String($0)) ? $0 : "-" })
         return String(cleaned.suffix(64))

@@ -1,3 +1,4 @@
+import Foundation
 import TandemPostgres
 
 /// Where `--database` points: a SQLite file (the embedded default: one coordinator owns
@@ -6,10 +7,13 @@ public enum StoreLocation: Sendable, Equatable, CustomStringConvertible {
     case sqlite(path: String)
     case postgres(PostgresURL)
 
-    /// A `postgres://` or `postgresql://` URL is PostgreSQL; anything else is a file path.
-    public init(_ text: String, defaultUser: String = "postgres") throws(PostgresURL.Invalid) {
+    /// A `postgres://` or `postgresql://` URL is PostgreSQL (its password, when the URL
+    /// has none, found as libpq finds it: `PGPASSWORD`, `PGPASSFILE`, `~/.pgpass`);
+    /// anything else is a file path.
+    public init(_ text: String, environment: [String: String] = ProcessInfo.processInfo.environment) throws(PostgresURL.Invalid) {
         if PostgresURL.isPostgres(text) {
-            self = .postgres(try PostgresURL(parsing: text, defaultUser: defaultUser))
+            let user = environment["PGUSER"] ?? environment["USER"] ?? "postgres"
+            self = .postgres(try PostgresURL(parsing: text, defaultUser: user).resolvingPassword(environment: environment))
         } else {
             self = .sqlite(path: text)
         }

@@ -92,7 +92,8 @@ final class PostgresLink {
 /// connection problem.
 public struct PostgresStoreError: Error, CustomStringConvertible {
     public enum Kind: Sendable, Equatable {
-        /// The connection was lost or could not be made: worth another try.
+        /// Worth another try: the connection was lost or could not be made, or the server
+        /// gave up on the statement or the session (a timeout, a lock wait, a deadlock).
         case connection
         /// This process's leader term is no longer the database's: it must not write.
         case fenced
@@ -120,8 +121,13 @@ public struct PostgresStoreError: Error, CustomStringConvertible {
                 let state = info[.sqlState] ?? "?"
                 let text = [info[.message], info[.detail].map { "(\($0))" }].compactMap { $0 }.joined(separator: " ")
                 // Class 08: connection exception; 57P0x: the server is shutting down or
-                // starting (a restart, a failover of the database itself).
-                let lost = state.hasPrefix("08") || state.hasPrefix("57P")
+                // starting (a restart, a failover of the database itself); 57014: a
+                // statement timeout; 25P03: the idle-in-transaction timeout ended the
+                // session; 55P03: a lock wait timed out; 40001/40P01: serialization
+                // failure, deadlock.
+                let transient = state.hasPrefix("08") || state.hasPrefix("57P")
+                    || ["57014", "25P03", "55P03", "40001", "40P01"].contains(state)
+                let lost = transient
                 self.init(kind: lost ? .connection : .server(sqlState: state), message: "\(what): \(text) [SQLSTATE \(state)]")
             } else {
                 let cause = psql.underlying.map { ": \($0)" } ?? ""

@@ -35,8 +35,9 @@ public actor PostgresStore: CoordinatorStore {
     /// The leader term a store writes under, and how this process knows it still holds it.
     public struct LeaderFence: Sendable {
         public var term: Int64
-        /// The lease's length: a leader's session gives up a transaction left idle for a
-        /// quarter of it (a frozen process must not hold the lease row's lock).
+        /// The lease's length: the server ends a leader's session left idle inside a
+        /// transaction this long (a frozen process must not hold the lease row's share
+        /// lock past the lease, or the takeover would wait for it to wake up).
         public var leaseMs: Int64
         /// False once this process's own deadline for the lease has passed (it stops
         /// retrying then: a standby may be about to take over).
@@ -53,7 +54,7 @@ public actor PostgresStore: CoordinatorStore {
     /// term the commits are checked against (nil: unfenced, for tools and tests).
     public static func open(url: PostgresURL, fence: LeaderFence?, logger: Logger) async throws -> PostgresStore {
         var settings: [(String, String)] = []
-        if let fence { settings.append(("idle_in_transaction_session_timeout", String(max(200, fence.leaseMs / 4)))) }
+        if let fence { settings.append(("idle_in_transaction_session_timeout", String(max(200, fence.leaseMs)))) }
         let link = PostgresLink(url: url, role: fence.map { "leader term \($0.term)" } ?? "store", settings: settings, logger: logger)
         let connection = try await link.open()
         do {

@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// A PostgreSQL connection URL as `--database` takes it:
 /// `postgres://user:password@host:port/dbname?sslmode=...` (also `postgresql://`).
 ///
@@ -155,5 +161,68 @@ public struct PostgresURL: Sendable, Equatable, CustomStringConvertible {
         case UInt8(ascii: "A")...UInt8(ascii: "F"): c - UInt8(ascii: "A") + 10
         default: nil
         }
+    }
+}
+
+extension PostgresURL {
+    /// The password as libpq would find it when the URL has none: `PGPASSWORD`, else the
+    /// first matching line of the password file (`PGPASSFILE`, else `~/.pgpass`), whose
+    /// lines read `host:port:database:user:password` with `*` for any value and `\:` for
+    /// a colon. So a deployment keeps the password in a secret file, never in the URL
+    /// or the environment's `TANDEM_DATABASE`.
+    public func resolvingPassword(environment: [String: String]) -> PostgresURL {
+        guard password == nil else { return self }
+        var resolved = self
+        if let value = environment["PGPASSWORD"], !value.isEmpty {
+            resolved.password = value
+            return resolved
+        }
+        let path = environment["PGPASSFILE"] ?? environment["HOME"].map { $0 + "/.pgpass" }
+        guard let path, let text = Self.readFile(path) else { return self }
+        for line in text.split(whereSeparator: { $0 == "\n" || $0 == "\r\n" }) where !line.hasPrefix("#") {
+            let fields = Self.passFields(line)
+            guard fields.count == 5 else { continue }
+            let wanted = [host, String(port), database, user]
+            if zip(fields.prefix(4), wanted).allSatisfy({ $0 == "*" || $0 == $1 }) {
+                resolved.password = fields[4]
+                return resolved
+            }
+        }
+        return self
+    }
+
+    /// Splits a `.pgpass` line on unescaped colons, unescaping `\:` and `\\`.
+    static func passFields(_ line: Substring) -> [String] {
+        var fields: [String] = []
+        var current = ""
+        var escaped = false
+        for c in line {
+            if escaped {
+                current.append(c)
+                escaped = false
+            } else if c == "\\" {
+                escaped = true
+            } else if c == ":" && fields.count < 4 {
+                fields.append(current)
+                current = ""
+            } else {
+                current.append(c)
+            }
+        }
+        fields.append(current)
+        return fields
+    }
+
+    static func readFile(_ path: String) -> String? {
+        guard let file = fopen(path, "r") else { return nil }
+        defer { fclose(file) }
+        var bytes: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let n = fread(&buffer, 1, buffer.count, file)
+            if n <= 0 { break }
+            bytes += buffer[0..<n]
+        }
+        return String(decoding: bytes, as: UTF8.self)
     }
 }
