@@ -17,6 +17,12 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-collections.git", from: "1.6.0"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
+        // Observability: counters and histograms through swift-metrics, exported in the
+        // Prometheus text format; the tiny HTTP server for /metrics and /healthz is SwiftNIO
+        // (NIOHTTP1) directly, which the package needs anyway, rather than a web framework.
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
     ],
     targets: [
         // C libraries, through pkg-config (Debian: libmosquitto-dev, libsqlite3-dev).
@@ -49,7 +55,15 @@ let package = Package(
             dependencies: ["CSQLite", "TandemCore"]
         ),
 
+        // Log handlers the executables bootstrap (`--log-format json`). Only swift-log.
+        .target(
+            name: "TandemLogging",
+            dependencies: [.product(name: "Logging", package: "swift-log")]
+        ),
+
         // The coordinator service: topic -> decode -> order -> apply -> persist -> publish.
+        // Its metrics go out through swift-metrics; MetricsServer serves them (and
+        // /healthz) over HTTP with SwiftNIO.
         .target(
             name: "TandemCoordinator",
             dependencies: [
@@ -58,6 +72,11 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "HeapModule", package: "swift-collections"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
             ]
         ),
 
@@ -83,9 +102,11 @@ let package = Package(
         .executableTarget(
             name: "tandem-coordinator",
             dependencies: [
-                "TandemCoordinator", "TandemMQTT",
+                "TandemCoordinator", "TandemMQTT", "TandemLogging",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
@@ -124,7 +145,16 @@ let package = Package(
         ),
         .testTarget(name: "TandemCoreTests", dependencies: ["TandemCore"]),
         .testTarget(name: "TandemStoreTests", dependencies: ["TandemStore"]),
-        .testTarget(name: "TandemCoordinatorTests", dependencies: ["TandemCoordinator", "TandemCore", "TandemStore"]),
+        .testTarget(
+            name: "TandemCoordinatorTests",
+            dependencies: [
+                "TandemCoordinator", "TandemCore", "TandemStore",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ]
+        ),
+        .testTarget(name: "TandemLoggingTests", dependencies: ["TandemLogging", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "TandemMQTTTests", dependencies: ["TandemMQTT", "TestSupport"]),
         .testTarget(name: "TandemAgentTests", dependencies: ["TandemAgent", "TandemCore"]),
         .testTarget(
