@@ -17,11 +17,17 @@ public final class CoordinatorService: Service {
     let configuration: CoordinatorConfiguration
     let logger: Logger
     let topics: Topics
+    /// What `/healthz` reports; the service moves it along (Health.swift).
+    public let health: HealthState
+    /// Where the engine's counters and the service's timings go (MetricsExporter.swift).
+    let exporter: MetricsExporter
 
-    public init(configuration: CoordinatorConfiguration, logger: Logger) {
+    public init(configuration: CoordinatorConfiguration, logger: Logger, health: HealthState = HealthState(), metrics: MetricsExporter = MetricsExporter()) {
         self.configuration = configuration
         self.logger = logger
         self.topics = Topics(root: configuration.topicRoot)
+        self.health = health
+        self.exporter = metrics
     }
 
     enum Input: Sendable {
@@ -41,7 +47,7 @@ public final class CoordinatorService: Service {
         do {
             store = try TandemStore.open(path: configuration.databasePath)
         } catch {
-            logger.critical("cannot open the database \(configuration.databasePath): \(error)")
+            logger.critical("cannot open the database", error: error, metadata: ["database": "\(configuration.databasePath)"])
             throw error
         }
         var engine = try await Recovery.engine(configuration: configuration, store: store, now: startedAt)
@@ -50,10 +56,10 @@ public final class CoordinatorService: Service {
             reader = try store.queryReader()
         } catch {
             await store.close()
-            logger.critical("cannot open a reader on the database \(configuration.databasePath): \(error)")
+            logger.critical("cannot open a reader on the database", error: error, metadata: ["database": "\(configuration.databasePath)"])
             throw error
         }
-        logger.info("database \(configuration.databasePath) open, epoch \(engine.epoch): \(engine.summaryLine)")
+        logger.info("database open", metadata: ["database": "\(configuration.databasePath)", "epoch": "\(engine.epoch)", "holds": "\(engine.summaryLine)"])
 
         let client = try MQTTClient(
             configuration: MQTTConfiguration(
@@ -68,12 +74,15 @@ public final class CoordinatorService: Service {
                 receiveMaximum: 20_000,
                 tls: configuration.tls
             ),
-            logger: Logger(label: "tandem.mqtt")
+            logger: logger
         )
         // Registered before CONNECT: whatever the broker queued for our session while we
         // were down is delivered into this subscription, not dropped.
         let inbound = try await client.subscribe(topics.inboundFilters, qos: .atLeastOnce)
-        logger.info("connecting to MQTT broker \(configuration.host):\(configuration.port)\(configuration.tls == nil ? "" : " over TLS") as \(configuration.username ?? "(anonymous)"), client id \(configuration.clientId)")
+        logger.info(configuration.tls == nil ? "connecting to the MQTT broker" : "connecting to the MQTT broker over TLS", metadata: [
+            "mqtt.host": "\(configuration.host)", "mqtt.port": "\(configuration.port)",
+            "mqtt.username": "\(configuration.username ?? "(anonymous)")", "mqtt.client_id": "\(configuration.clientId)",
+        ])
         do {
             try await cancelWhenGracefulShutdown { try await client.connect() }
         } catch {
@@ -81,11 +90,12 @@ public final class CoordinatorService: Service {
             await reader.close()
             await store.close()
             if error is CancellationError { return }
-            logger.critical("cannot connect to the broker: \(error)")
+            logger.critical("cannot connect to the broker", error: error)
             throw error
         }
         try await client.publish(topics.coordinatorStatus, payload: onlinePayload(startedAt: startedAt), qos: .atLeastOnce, retain: true)
-        logger.info("online: every subscription acknowledged; status published on \(topics.coordinatorStatus)")
+        health.role = .leader(term: 0, online: true)
+        logger.info("online: every subscription acknowledged; status published", metadata: ["topic": "\(topics.coordinatorStatus)"])
         // Every snapshot again (the broker may have lost its retained copies), in chunks
         // from the pipeline's steps so that they never all sit in memory at once.
         engine.startRepublishing(now: WallClock.now())
@@ -95,8 +105,9 @@ public final class CoordinatorService: Service {
             try await pipeline(engine: &engine, client: client, store: store, reader: reader, inbound: inbound, startedAt: startedAt)
         } catch {
             failure = error
-            logger.critical("stopping after an error: \(error)")
+            logger.critical("stopping after an error", error: error)
         }
+        health.role = .stopping
 
         // Drain: nothing new is taken; what waits in the reorder buffer is applied now,
         // committed, and published with the last snapshots.
@@ -106,13 +117,13 @@ public final class CoordinatorService: Service {
                 try await commit(last, engine: &engine, store: store, client: client)
             } catch {
                 failure = error
-                logger.critical("final commit failed: \(error)")
+                logger.critical("final commit failed", error: error)
             }
         }
         do {
             try await client.publish(topics.coordinatorStatus, payload: Self.offlinePayload, qos: .atLeastOnce, retain: true)
         } catch {
-            logger.warning("could not publish the offline status: \(error)")
+            logger.warning("could not publish the offline status", error: error)
         }
         await client.disconnect()
         await reader.close()
@@ -166,23 +177,27 @@ public final class CoordinatorService: Service {
                     switch input {
                     case .message(let message):
                         let immediate = engine.ingest(topic: message.topic, payload: message.payload, now: now)
+                        exporter.observe(engine)
                         send(immediate, via: client, metrics: &engine.metrics)
                         for query in engine.takeQueries() { queryFeed.yield(query) }
                     case .connection(.connected(let sessionPresent)):
                         connections += 1
+                        connectionChanged(up: true, reconnect: connections > 1)
                         // The first is the connect() above, which published the status already.
                         guard connections > 1 else { break }
-                        logger.info("MQTT reconnected (session present: \(sessionPresent))")
+                        logger.info("MQTT reconnected", metadata: ["mqtt.session_present": "\(sessionPresent)"])
                         // A will may have marked us offline while the connection was down.
                         client.enqueueLogged(topics.coordinatorStatus, payload: onlinePayload(startedAt: startedAt), retain: true, logger: logger)
                     case .connection(.disconnected(let reason)):
-                        logger.warning("MQTT: \(reason)")
+                        connectionChanged(up: false)
+                        logger.warning("MQTT connection lost", metadata: ["reason": "\(reason)"])
                     case .inboundEnded(let reason):
-                        logger.error("inbound subscription ended: \(reason)")
+                        logger.error("inbound subscription ended", metadata: ["reason": "\(reason)"])
                         break loop
                     case .metricsTick:
                         let metrics = engine.metricsPublication(uptimeSeconds: Double(now - startedAt) / 1000)
                         client.enqueueLogged(metrics.topic, payload: metrics.payload, qos: .atMostOnce, retain: true, logger: logger)
+                        exporter.mirror()
                     case .queryFailed:
                         engine.metrics.errors += 1
                     case .tick:
@@ -198,6 +213,7 @@ public final class CoordinatorService: Service {
                     if let deadline = engine.nextDeadline {
                         timer.schedule(at: deadline)
                     }
+                    exporter.observe(engine)
                 }
             } onGracefulShutdown: {
                 feed.yield(.shutdown)
@@ -210,24 +226,34 @@ public final class CoordinatorService: Service {
         if !step.batch.isEmpty {
             let clock = ContinuousClock()
             let started = clock.now
-            try await store.commit(step.batch)
+            do {
+                try await store.commit(step.batch)
+            } catch {
+                exporter.storeFailed(.commit)
+                throw error
+            }
             let elapsed = clock.now - started
+            exporter.committed(after: elapsed, events: step.batch.events.count)
             let ms = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
             engine.metrics.batches += 1
             engine.metrics.commitMillisTotal += ms
             engine.metrics.commitMillisMax = max(engine.metrics.commitMillisMax, ms)
         }
+        // Before anything goes out: a scrape after a receipt arrived counts it.
+        exporter.observe(engine)
         send(step.publications, via: client, metrics: &engine.metrics)
     }
 
     private func send(_ publications: [Publication], via client: MQTTClient, metrics: inout Metrics) {
+        let now = WallClock.now()
         for p in publications {
+            sending(p, now: now)
             do {
                 try client.enqueue(p.topic, payload: p.payload, qos: p.qos == 0 ? .atMostOnce : .atLeastOnce, retain: p.retain)
                 metrics.messagesOut += 1
             } catch {
                 metrics.publishErrors += 1
-                logger.debug("publish to \(p.topic) failed: \(error)")
+                logger.debug("publish failed", error: error, metadata: ["topic": "\(p.topic)"])
             }
         }
     }
@@ -363,7 +389,7 @@ extension MQTTClient {
         do {
             try enqueue(topic, payload: payload, qos: qos, retain: retain)
         } catch {
-            logger.debug("publish to \(topic) failed: \(error)")
+            logger.debug("publish failed", error: error, metadata: ["topic": "\(topic)"])
         }
     }
 }
