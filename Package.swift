@@ -19,7 +19,8 @@ let package = Package(
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
         // Observability: counters and histograms through swift-metrics, exported in the
         // Prometheus text format; the tiny HTTP server for /metrics and /healthz is SwiftNIO
-        // (NIOHTTP1) directly, which the package needs anyway, rather than a web framework.
+        // (NIOHTTP1) directly, which postgres-nio brings anyway, rather than a web framework
+        // (Hummingbird would add minutes to every clean CI build).
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
