@@ -149,8 +149,7 @@ let package = Package(
         .testTarget(
             name: "TandemCoordinatorTests",
             dependencies: [
-                "TandemCoordinator", "TandemCore", "TandemStore",
-                .product(name: "Logging", package: "swift-log"),
+                "TandemCoordinator", "TandemCore", "TandemStore", "TestSupport",
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
             ]

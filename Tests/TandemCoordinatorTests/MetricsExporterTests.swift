@@ -2,6 +2,7 @@ import NIOHTTP1
 import Prometheus
 import Testing
 import TandemCore
+import TestSupport
 @testable import TandemCoordinator
 
 /// The engine's counters as Prometheus sees them, the receipt annotations the service
@@ -21,12 +22,7 @@ import TandemCore
     }
 
     func samples(_ registry: PrometheusCollectorRegistry) -> [String: Double] {
-        var samples: [String: Double] = [:]
-        for line in registry.emitToString().split(separator: "\n") where !line.hasPrefix("#") {
-            let space = line.lastIndex(of: " ")!
-            samples[String(line[..<space])] = Double(line[line.index(after: space)...])
-        }
-        return samples
+        prometheusSamples(registry.emitToString())
     }
 
     @Test func countersAreMirroredOnceAsDeltas() {
