@@ -32,6 +32,8 @@ public final class MetricsServer: Service {
             .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
+                    // A connection silent for a minute is closed (a scraper reconnects).
+                    try channel.pipeline.syncOperations.addHandler(IdleStateHandler(readTimeout: .seconds(60)))
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
                     try channel.pipeline.syncOperations.addHandler(HTTPHandler(routes: routes))
                 }
@@ -91,7 +93,8 @@ public final class MetricsServer: Service {
     }
 
     /// One request at a time per connection (NIO's pipelining handler queues the rest);
-    /// the body of a request is ignored; malformed requests get NIO's 400 and a close.
+    /// the body of a request is ignored; a malformed request gets NIO's 400, then the
+    /// connection is closed here, as is one idle for too long.
     final class HTTPHandler: ChannelInboundHandler {
         typealias InboundIn = HTTPServerRequestPart
         typealias OutboundOut = HTTPServerResponsePart
@@ -113,6 +116,18 @@ public final class MetricsServer: Service {
                 guard let request = head else { return }
                 head = nil
                 respond(to: request, context: context)
+            }
+        }
+
+        func errorCaught(context: ChannelHandlerContext, error: any Error) {
+            context.close(promise: nil)
+        }
+
+        func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+            if event is IdleStateHandler.IdleStateEvent {
+                context.close(promise: nil)
+            } else {
+                context.fireUserInboundEventTriggered(event)
             }
         }
 

@@ -72,6 +72,9 @@ import TestSupport
 
             #expect(try httpGet(port: port, path: "/").status == 404)
             #expect(try httpGet(port: port, path: "/metrics/extra").status == 404)
+            // Garbage gets a 400 and a closed connection; the endpoint serves on.
+            #expect(try exchange(port: port, Array("GARBAGE\r\n\r\n".utf8)).hasPrefix("HTTP/1.1 400"))
+            #expect(try httpGet(port: port, path: "/healthz").status == 200)
             await alice.close()
             await bob.close()
             #expect(await coordinator.stop() == 0)

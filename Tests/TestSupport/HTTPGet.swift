@@ -16,6 +16,22 @@ public struct HTTPResponse: Sendable {
 /// `GET path` from 127.0.0.1:`port` over a socket of its own (HTTP/1.1 with
 /// `Connection: close`, read to the end); each read waits at most 10 s.
 public func httpGet(port: Int, path: String) throws -> HTTPResponse {
+    let text = try exchange(port: port, Array("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nConnection: close\r\n\r\n".utf8))
+    guard let split = text.range(of: "\r\n\r\n") else { throw HTTPGetError(response: text) }
+    let lines = text[..<split.lowerBound].components(separatedBy: "\r\n")
+    let statusParts = lines.first?.split(separator: " ") ?? []
+    guard statusParts.count >= 2, let status = Int(statusParts[1]) else { throw HTTPGetError(response: text) }
+    var headers: [String: String] = [:]
+    for line in lines.dropFirst() {
+        guard let colon = line.firstIndex(of: ":") else { continue }
+        headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+    }
+    return HTTPResponse(status: status, headers: headers, body: String(text[split.upperBound...]))
+}
+
+/// Sends `bytes` to 127.0.0.1:`port` and reads until the server closes (each read waits
+/// at most 10 s); the answer as text. A reset after an answer counts as the end.
+public func exchange(port: Int, _ bytes: [UInt8]) throws -> String {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     guard fd >= 0 else { throw SystemCallError(call: "socket", errno: errno) }
     defer { close(fd) }
@@ -29,32 +45,21 @@ public func httpGet(port: Int, path: String) throws -> HTTPResponse {
         $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
     }
     guard connected == 0 else { throw SystemCallError(call: "connect to 127.0.0.1:\(port)", errno: errno) }
-    let request = Array("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nConnection: close\r\n\r\n".utf8)
-    let sent = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, 0) }
-    guard sent == request.count else { throw SystemCallError(call: "send", errno: errno) }
+    let sent = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+    guard sent == bytes.count else { throw SystemCallError(call: "send", errno: errno) }
     var received: [UInt8] = []
     var chunk = [UInt8](repeating: 0, count: 65536)
     while true {
         let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
         if n > 0 {
             received += chunk[0..<n]
-        } else if n == 0 {
+        } else if n == 0 || (errno == ECONNRESET && !received.isEmpty) {
             break
         } else if errno != EINTR {
             throw SystemCallError(call: "recv", errno: errno)
         }
     }
-    let text = String(decoding: received, as: UTF8.self)
-    guard let split = text.range(of: "\r\n\r\n") else { throw HTTPGetError(response: text) }
-    let lines = text[..<split.lowerBound].components(separatedBy: "\r\n")
-    let statusParts = lines.first?.split(separator: " ") ?? []
-    guard statusParts.count >= 2, let status = Int(statusParts[1]) else { throw HTTPGetError(response: text) }
-    var headers: [String: String] = [:]
-    for line in lines.dropFirst() {
-        guard let colon = line.firstIndex(of: ":") else { continue }
-        headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
-    }
-    return HTTPResponse(status: status, headers: headers, body: String(text[split.upperBound...]))
+    return String(decoding: received, as: UTF8.self)
 }
 
 public struct HTTPGetError: Error, CustomStringConvertible {
