@@ -17,9 +17,16 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-collections.git", from: "1.6.0"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
+        // PostgreSQL for coordinators that take over from each other (TandemPostgres).
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
+        // Observability: counters and histograms through swift-metrics, exported in the
+        // Prometheus text format; the tiny HTTP server for /metrics and /healthz is SwiftNIO
+        // (NIOHTTP1) directly, which postgres-nio brings anyway, rather than a web framework
+        // (Hummingbird would add minutes to every clean CI build).
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
     ],
     targets: [
         // C libraries, through pkg-config (Debian: libmosquitto-dev, libsqlite3-dev).
@@ -66,7 +73,15 @@ let package = Package(
             ]
         ),
 
+        // Log handlers the executables bootstrap (`--log-format json`). Only swift-log.
+        .target(
+            name: "TandemLogging",
+            dependencies: [.product(name: "Logging", package: "swift-log")]
+        ),
+
         // The coordinator service: topic -> decode -> order -> apply -> persist -> publish.
+        // Its metrics go out through swift-metrics; MetricsServer serves them (and
+        // /healthz) over HTTP with SwiftNIO.
         .target(
             name: "TandemCoordinator",
             dependencies: [
@@ -75,6 +90,11 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "HeapModule", package: "swift-collections"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
             ]
         ),
 
@@ -100,9 +120,11 @@ let package = Package(
         .executableTarget(
             name: "tandem-coordinator",
             dependencies: [
-                "TandemCoordinator", "TandemMQTT",
+                "TandemCoordinator", "TandemMQTT", "TandemLogging",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
@@ -141,7 +163,15 @@ let package = Package(
         ),
         .testTarget(name: "TandemCoreTests", dependencies: ["TandemCore"]),
         .testTarget(name: "TandemStoreTests", dependencies: ["TandemStore", "TandemPostgres", "TandemCore", "TestSupport"]),
-        .testTarget(name: "TandemCoordinatorTests", dependencies: ["TandemCoordinator", "TandemCore", "TandemStore"]),
+        .testTarget(
+            name: "TandemCoordinatorTests",
+            dependencies: [
+                "TandemCoordinator", "TandemCore", "TandemStore", "TestSupport",
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ]
+        ),
+        .testTarget(name: "TandemLoggingTests", dependencies: ["TandemLogging", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "TandemMQTTTests", dependencies: ["TandemMQTT", "TestSupport"]),
         .testTarget(name: "TandemAgentTests", dependencies: ["TandemAgent", "TandemCore"]),
         .testTarget(

@@ -1,4 +1,3 @@
-import Foundation
 import TandemCore
 import TandemMQTT
 
@@ -41,22 +40,10 @@ public struct CoordinatorConfiguration: Sendable {
     public var sessionExpirySeconds: UInt32 = 7 * 24 * 3600
     /// Names this process on `coordinator/instances/{instanceId}` and in the lease
     /// (`--instance-id`): by default the host name and the process id.
-    public var instanceId = CoordinatorConfiguration.defaultInstanceId()
+    public var instanceId = HealthState.defaultInstanceId()
     /// PostgreSQL: a leader that has not renewed its lease for this long is replaced
     /// (`--leader-lease-seconds`, default 5).
     public var leaderLeaseMs: Millis = 5_000
-
-    /// The host name and the process id, with anything an MQTT topic level or an
-    /// identifier may not hold replaced by `-` (at most 64 characters).
-    public static func defaultInstanceId() -> String {
-        var name = [CChar](repeating: 0, count: 256)
-        let host = gethostname(&name, name.count) == 0
-            ? String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self).split(separator: ".").first.map(String.init) ?? "host"
-            : "host"
-        let raw = "\(host)-\(ProcessInfo.processInfo.processIdentifier)"
-        let cleaned = String(raw.map { Identifier.isValid(String($0)) ? $0 : "-" })
-        return String(cleaned.suffix(64))
-    }
 
     public init() {}
 }

@@ -20,7 +20,9 @@ extension CoordinatorService {
             response = try await respond(to: request, from: query.user, store: store)
         } catch {
             answered = false
-            logger.error("answering \(request.kind.rawValue) \(request.requestId) for \(query.user) failed: \(error)")
+            logger.error("answering a query failed", error: error, metadata: [
+                "user": "\(query.user)", "request.id": "\(request.requestId)", "request.type": "\(request.kind.rawValue)",
+            ])
             response = ClientRequest.errorResponse(requestId: request.requestId, kind: request.kind.rawValue, .invalid("the coordinator could not read its database"))
         }
         client.enqueueLogged(topics.responses(user: query.user), payload: response.serialized(), retain: false, logger: logger)

@@ -32,10 +32,11 @@ extension CoordinatorService {
             reader = try await store.queryReader()
         } catch {
             await store.close()
-            logger.critical("cannot read the database \(store.location): \(error)")
+            exporter.storeFailed(.recover)
+            logger.critical("cannot read the database", error: error, metadata: ["database": "\(store.location)"])
             throw error
         }
-        logger.info("database \(store.location) open, epoch \(engine.epoch): \(engine.summaryLine)")
+        logger.info("database open", metadata: ["database": "\(store.location)", "epoch": "\(engine.epoch)", "holds": "\(engine.summaryLine)"])
 
         var gate: (@Sendable () -> Bool)?
         if let fence { gate = { fence.holds } }
@@ -53,7 +54,7 @@ extension CoordinatorService {
                 tls: configuration.tls,
                 gate: gate
             ),
-            logger: Logger(label: "tandem.mqtt")
+            logger: logger
         )
         func closeAll() async {
             await client.disconnect()
@@ -67,7 +68,10 @@ extension CoordinatorService {
         // Registered before CONNECT: whatever the broker queued for our session while we
         // were down is delivered into this subscription, not dropped.
         let inbound = try await client.subscribe(topics.inboundFilters, qos: .atLeastOnce)
-        logger.info("connecting to MQTT broker \(configuration.host):\(configuration.port)\(configuration.tls == nil ? "" : " over TLS") as \(configuration.username ?? "(anonymous)"), client id \(configuration.clientId)")
+        logger.info(configuration.tls == nil ? "connecting to the MQTT broker" : "connecting to the MQTT broker over TLS", metadata: [
+            "mqtt.host": "\(configuration.host)", "mqtt.port": "\(configuration.port)",
+            "mqtt.username": "\(configuration.username ?? "(anonymous)")", "mqtt.client_id": "\(configuration.clientId)",
+        ])
         do {
             try await cancelWhenGracefulShutdown { try await client.connect() }
             try await client.publish(topics.coordinatorStatus, payload: onlinePayload(startedAt: startedAt, term: term), qos: .atLeastOnce, retain: true)
@@ -75,9 +79,10 @@ extension CoordinatorService {
             await closeAll()
             if error is CancellationError { return .shutdown }
             if let lost = fence?.lostReason { return .leaseLost(lost) }
-            logger.critical("cannot connect to the broker: \(error)")
+            logger.critical("cannot connect to the broker", error: error)
             throw error
         }
+        health.role = .leader(term: term, online: true)
         logger.notice("online: leading (instance \(configuration.instanceId), term \(term)); every subscription acknowledged; status published on \(topics.coordinatorStatus)", metadata: ["term": "\(term)"])
         // Every snapshot again (the broker may have lost its retained copies, or the last
         // leader's late copies may be there), in chunks from the pipeline's steps so that
@@ -93,9 +98,10 @@ extension CoordinatorService {
                 end = .leaseLost(lost)
             } else {
                 failure = error
-                logger.critical("stopping after an error: \(error)")
+                logger.critical("stopping after an error", error: error)
             }
         }
+        health.role = .stopping
         guard case .shutdown = end else {
             // Lost the lease: not one more commit or publication. The gate is closed, the
             // connection cut; what waits in the buffer was never acknowledged by a
@@ -112,13 +118,13 @@ extension CoordinatorService {
                 try await commit(last, engine: &engine, store: store, client: client)
             } catch {
                 failure = error
-                logger.critical("final commit failed: \(error)")
+                logger.critical("final commit failed", error: error)
             }
         }
         do {
             try await client.publish(topics.coordinatorStatus, payload: Self.offlinePayload, qos: .atLeastOnce, retain: true)
         } catch {
-            logger.warning("could not publish the offline status: \(error)")
+            logger.warning("could not publish the offline status", error: error)
         }
         await closeAll()
         if let failure { throw failure }
@@ -173,27 +179,31 @@ extension CoordinatorService {
                     switch input {
                     case .message(let message):
                         let immediate = engine.ingest(topic: message.topic, payload: message.payload, now: now)
+                        exporter.observe(engine)
                         send(immediate, via: client, metrics: &engine.metrics)
                         for query in engine.takeQueries() { queryFeed.yield(query) }
                     case .connection(.connected(let sessionPresent)):
                         connections += 1
+                        connectionChanged(up: true, reconnect: connections > 1)
                         // The first is the connect() above, which published the status already.
                         guard connections > 1 else { break }
-                        logger.info("MQTT reconnected (session present: \(sessionPresent))")
+                        logger.info("MQTT reconnected", metadata: ["mqtt.session_present": "\(sessionPresent)"])
                         // A will may have marked us offline while the connection was down.
                         client.enqueueLogged(topics.coordinatorStatus, payload: onlinePayload(startedAt: startedAt, term: term), retain: true, logger: logger)
                     case .connection(.disconnected(let reason)):
-                        logger.warning("MQTT: \(reason)")
+                        connectionChanged(up: false)
+                        logger.warning("MQTT connection lost", metadata: ["reason": "\(reason)"])
                     case .inboundEnded(let reason):
                         if let lost = fence?.lostReason {
                             end = .leaseLost(lost)
                         } else {
-                            logger.error("inbound subscription ended: \(reason)")
+                            logger.error("inbound subscription ended", metadata: ["reason": "\(reason)"])
                         }
                         break loop
                     case .metricsTick:
                         let metrics = engine.metricsPublication(uptimeSeconds: Double(now - startedAt) / 1000)
                         client.enqueueLogged(metrics.topic, payload: metrics.payload, qos: .atMostOnce, retain: true, logger: logger)
+                        exporter.mirror()
                     case .queryFailed:
                         engine.metrics.errors += 1
                     case .tick:
@@ -216,6 +226,7 @@ extension CoordinatorService {
                     if let deadline = engine.nextDeadline {
                         timer.schedule(at: deadline)
                     }
+                    exporter.observe(engine)
                 }
             } onGracefulShutdown: {
                 feed.yield(.shutdown)
@@ -229,24 +240,34 @@ extension CoordinatorService {
         if !step.batch.isEmpty {
             let clock = ContinuousClock()
             let started = clock.now
-            try await store.commit(step.batch)
+            do {
+                try await store.commit(step.batch)
+            } catch {
+                exporter.storeFailed(.commit)
+                throw error
+            }
             let elapsed = clock.now - started
+            exporter.committed(after: elapsed, events: step.batch.events.count)
             let ms = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
             engine.metrics.batches += 1
             engine.metrics.commitMillisTotal += ms
             engine.metrics.commitMillisMax = max(engine.metrics.commitMillisMax, ms)
         }
+        // Before anything goes out: a scrape after a receipt arrived counts it.
+        exporter.observe(engine)
         send(step.publications, via: client, metrics: &engine.metrics)
     }
 
     func send(_ publications: [Publication], via client: MQTTClient, metrics: inout Metrics) {
+        let now = WallClock.now()
         for p in publications {
+            sending(p, now: now)
             do {
                 try client.enqueue(p.topic, payload: p.payload, qos: p.qos == 0 ? .atMostOnce : .atLeastOnce, retain: p.retain)
                 metrics.messagesOut += 1
             } catch {
                 metrics.publishErrors += 1
-                logger.debug("publish to \(p.topic) failed: \(error)")
+                logger.debug("publish failed", error: error, metadata: ["topic": "\(p.topic)"])
             }
         }
     }

@@ -25,17 +25,26 @@ public final class CoordinatorService: Service {
     let configuration: CoordinatorConfiguration
     let logger: Logger
     let topics: Topics
+    /// What `/healthz` reports; the service moves it along (Health.swift).
+    public let health: HealthState
+    /// Where the engine's counters and the service's timings go (MetricsExporter.swift).
+    let exporter: MetricsExporter
 
-    public init(configuration: CoordinatorConfiguration, logger: Logger) {
+    public init(
+        configuration: CoordinatorConfiguration, logger: Logger, health: HealthState? = nil,
+        metrics: MetricsExporter = MetricsExporter()
+    ) {
         self.configuration = configuration
         self.logger = logger
         self.topics = Topics(root: configuration.topicRoot)
+        self.health = health ?? HealthState(instanceId: configuration.instanceId)
+        self.exporter = metrics
     }
 
     public func run() async throws {
         let startedAt = WallClock.now()
         let location = try StoreLocation(configuration.databasePath)
-        logger.info("instance \(configuration.instanceId) starting, database \(location)")
+        logger.info("starting", metadata: ["instance": "\(configuration.instanceId)", "database": "\(location)"])
         switch location {
         case .sqlite(let path):
             try await runOnSQLite(path: path, startedAt: startedAt)
@@ -55,7 +64,7 @@ public final class CoordinatorService: Service {
             owner = try DatabaseOwnerLock.acquire(path: path)
             store = try TandemStore.open(path: path)
         } catch {
-            logger.critical("cannot open the database \(path): \(error)")
+            logger.critical("cannot open the database", error: error, metadata: ["database": "\(path)"])
             throw error
         }
         let announcer = try InstanceAnnouncer(configuration: configuration, topics: topics, startedAt: startedAt, logger: logger)
@@ -79,6 +88,7 @@ public final class CoordinatorService: Service {
         let announcer = try InstanceAnnouncer(configuration: configuration, topics: topics, startedAt: startedAt, logger: logger)
         announcer.start()
         announcer.announce(.standby)
+        health.role = .standby
         let poll = Duration.milliseconds(min(500, max(50, leaseMs / 4)))
         let renewEvery = Duration.milliseconds(max(50, leaseMs / 4))
         defer { Task { await lease.close() } }
@@ -93,6 +103,7 @@ public final class CoordinatorService: Service {
                     : previous.released ? "instance \(previous.instance) released term \(previous.term) on a clean shutdown"
                     : "instance \(previous.instance)'s lease of term \(previous.term) ran out \(Double(-previous.expiresInMs) / 1000) s ago"
                 logger.notice("leader: took the lease, term \(acquired.term) (\(how))", metadata: ["term": "\(acquired.term)"])
+                health.role = .starting
                 let fence = LeaseFence(term: acquired.term, leaseMs: leaseMs, acquireSentAt: sentAt)
                 let end = await withTaskGroup(of: TermEnd?.self) { group -> TermEnd in
                     group.addTask { await fence.keep(with: lease, renewEvery: renewEvery, logger: self.logger); return nil }
@@ -123,20 +134,24 @@ public final class CoordinatorService: Service {
                     // (maybe this process again, under a new term) need not wait it out.
                     try? await lease.release(term: acquired.term)
                     announcer.announce(.standby)
+                    health.role = .standby
                 case .failed(let error):
                     throw error
                 case .retry(let reason):
                     logger.error("gave up term \(acquired.term): \(reason); standing by", metadata: ["term": "\(acquired.term)"])
                     try? await lease.release(term: acquired.term)
                     announcer.announce(.standby)
+                    health.role = .standby
                     try await cancelWhenGracefulShutdown { try await Task.sleep(for: poll * 4) }
                 }
             }
         } catch is CancellationError {
+            health.role = .stopping
             logger.info("stopped cleanly (standby)")
             await announcer.stop()
         } catch {
-            logger.critical("stopping: \(error)")
+            health.role = .stopping
+            logger.critical("stopping", error: error)
             await announcer.stop()
             throw error
         }
@@ -151,7 +166,7 @@ public final class CoordinatorService: Service {
                 try await lease.prepare()
                 return
             } catch let error as PostgresStoreError where error.isConnectionLoss {
-                if !told { logger.warning("cannot reach the database yet: \(error); trying again") }
+                if !told { logger.warning("cannot reach the database yet; trying again", error: error) }
                 told = true
                 try await Task.sleep(for: poll)
             }
@@ -233,7 +248,7 @@ extension MQTTClient {
         do {
             try enqueue(topic, payload: payload, qos: qos, retain: retain)
         } catch {
-            logger.debug("publish to \(topic) failed: \(error)")
+            logger.debug("publish failed", error: error, metadata: ["topic": "\(topic)"])
         }
     }
 }

@@ -13,7 +13,7 @@ extension Engine {
     mutating func ingestDMCommand(user: String, payload: [UInt8], now: Millis) -> [Publication] {
         switch DMCommand.decode(payload) {
         case .failure(let failure):
-            return [receipt(.rejected(id: failure.id, kind: .dm, failure.rejection, version: nil), to: user)]
+            return [receipt(.rejected(id: failure.id, kind: .dm, failure.rejection, version: nil), to: user, arrivedAt: now)]
         case .success(let command):
             let item = Buffered(user: user, id: command.commandId, command: .dm(command), payload: payload)
             return admit(item, kind: .dm, timestamp: command.timestamp, currentVersion: conversationVersion(user, command.peer), now: now)

@@ -8,7 +8,7 @@ extension Engine {
         let key = WorkoutKey(user: user, workoutId: workoutId)
         switch WorkoutControl.decode(payload) {
         case .failure(let failure):
-            return [receipt(.rejected(id: failure.id, kind: .workout, failure.rejection, version: workouts[key]?.version), to: user)]
+            return [receipt(.rejected(id: failure.id, kind: .workout, failure.rejection, version: workouts[key]?.version), to: user, arrivedAt: now, target: key.description)]
         case .success(let control):
             let item = Buffered(user: user, id: control.commandId, command: .workout(workoutId: workoutId, device: device, control: control), payload: payload)
             return admit(item, kind: .workout, timestamp: control.timestamp, currentVersion: workouts[key]?.version, now: now)
@@ -35,10 +35,10 @@ extension Engine {
         let key = WorkoutKey(user: user, workoutId: workoutId)
         switch decoded {
         case .failure(let failure):
-            return [receipt(.rejected(id: failure.id, kind: .workout, failure.rejection, version: workouts[key]?.version), to: user)]
+            return [receipt(.rejected(id: failure.id, kind: .workout, failure.rejection, version: workouts[key]?.version), to: user, arrivedAt: now, target: key.description)]
         case .success(let sample):
             guard takeToken(for: user, now: now) else {
-                return [receipt(.rejected(id: id(sample), kind: .workout, Self.rateLimited, version: workouts[key]?.version), to: user)]
+                return [receipt(.rejected(id: id(sample), kind: .workout, Self.rateLimited, version: workouts[key]?.version), to: user, arrivedAt: now, target: key.description)]
             }
             let outcome = apply(sample, &workouts[key])
             return telemetryOutcome(outcome, id: id(sample), key: key, now: now)
@@ -48,7 +48,7 @@ extension Engine {
     /// Telemetry gets a receipt only when rejected; accepted samples make the snapshot due.
     mutating func telemetryOutcome(_ outcome: WorkoutOutcome, id: String, key: WorkoutKey, now: Millis) -> [Publication] {
         guard outcome.isAccepted else {
-            return [receipt(outcome.receipt(id: id), to: key.user)]
+            return [receipt(outcome.receipt(id: id), to: key.user, arrivedAt: now, target: key.description)]
         }
         metrics.telemetryAccepted += 1
         if workoutSnapshotDue[key] == nil {
@@ -87,7 +87,7 @@ extension Engine {
             workoutSnapshotDue[key] = nil
             workoutLastPublished[key] = now
             step.batch.entities.append(EntityRow(
-                kind: EntityKind.workout, key: "\(key.user)/\(key.workoutId)", version: workout.version,
+                kind: EntityKind.workout, key: key.description, version: workout.version,
                 body: workout.persisted().serialized(), updatedAt: now))
             step.publications.append(workoutSnapshot(workout))
         }

@@ -28,6 +28,8 @@ public struct Engine {
         var id: String
         var command: Command
         var payload: [UInt8]
+        /// When it was ingested (set by ``admit``), for the receipt's timing.
+        var arrival: Millis = 0
     }
 
     struct SeenKey: Hashable {
@@ -228,8 +230,10 @@ public struct Engine {
         metrics.messagesIn += 1
         guard let route = topics.parseInbound(topic) else {
             metrics.dropped += 1
+            metrics.messagesInByKind[.dropped, default: 0] += 1
             return []
         }
+        metrics.messagesInByKind[route.metricsKind, default: 0] += 1
         switch route {
         case .roomEvent(let roomId, let user):
             return ingestRoomEvent(roomId: roomId, user: user, payload: payload, now: now)
@@ -250,7 +254,7 @@ public struct Engine {
             return ingestQuery(user: user, payload: payload, now: now)
         case .invalid(let user, let kind, let reason, let idSource, let workout):
             let version = workout.flatMap { workouts[WorkoutKey(user: user, workoutId: $0)]?.version }
-            return [receipt(.rejected(id: idSource.id(of: payload), kind: kind, .invalid(reason), version: version), to: user)]
+            return [receipt(.rejected(id: idSource.id(of: payload), kind: kind, .invalid(reason), version: version), to: user, arrivedAt: now)]
         }
     }
 
@@ -292,13 +296,14 @@ public struct Engine {
                 if seen[key]!.waitingCopies < .max { seen[key]!.waitingCopies += 1 }
                 return []
             }
-            return [receipt(.duplicate(id: item.id, kind: kind, version: currentVersion, original: entry.original), to: item.user)]
+            return [receipt(.duplicate(id: item.id, kind: kind, version: currentVersion, original: entry.original), to: item.user, arrivedAt: now)]
         }
         if !takeToken(for: item.user, now: now) {
-            return [receipt(.rejected(id: item.id, kind: kind, Self.rateLimited, version: currentVersion), to: item.user)]
+            return [receipt(.rejected(id: item.id, kind: kind, Self.rateLimited, version: currentVersion), to: item.user, arrivedAt: now)]
         }
         seen[key] = SeenEntry(at: now, inBuffer: true)
         var item = item
+        item.arrival = now
         let clamped = ReorderBuffer<Buffered>.clamp(timestamp: timestamp, now: now, maxSkew: configuration.maxSkewMs)
         if clamped != timestamp {
             metrics.clampedTimestamps += 1
@@ -320,10 +325,12 @@ public struct Engine {
     }
 
     /// Every receipt the coordinator sends is made here, and counted here: once, by
-    /// status and code.
-    mutating func receipt(_ receipt: Receipt, to user: String) -> Publication {
+    /// status and code. `arrivedAt`: when the message it answers was ingested.
+    mutating func receipt(_ receipt: Receipt, to user: String, arrivedAt: Millis, target: String? = nil) -> Publication {
         metrics.count(receipt)
-        return Publication(topic: topics.receipts(user: user), payload: receipt.json.serialized())
+        return Publication(
+            topic: topics.receipts(user: user), payload: receipt.json.serialized(),
+            answers: Publication.Answered(user: user, receipt: receipt, arrivedAt: arrivedAt, target: target))
     }
 
     // MARK: Step
@@ -374,7 +381,7 @@ public struct Engine {
                 target = ConversationKey(item.user, command.peer).description
                 receipt = applyDMCommand(command, user: item.user, now: now, changes: &changes, batch: &step.batch)
             case .workout(let workoutId, let device, let control):
-                target = "\(item.user)/\(workoutId)"
+                target = WorkoutKey(user: item.user, workoutId: workoutId).description
                 receipt = applyWorkoutControl(control, workoutId: workoutId, device: device, user: item.user, now: now, changes: &changes, batch: &step.batch)
             }
             let key = SeenKey(user: item.user, id: item.id)
@@ -389,9 +396,12 @@ public struct Engine {
             step.batch.events.append(EventLogRow(
                 at: now, kind: receipt.kind, userId: item.user, target: target, id: item.id,
                 status: receipt.status, code: receipt.code, version: receipt.version, payload: item.payload))
-            receipts.append(self.receipt(receipt, to: item.user))
+            receipts.append(self.receipt(receipt, to: item.user, arrivedAt: item.arrival, target: target))
             for _ in 0..<Int(copies) {
-                receipts.append(self.receipt(.duplicate(id: item.id, kind: receipt.kind, version: receipt.version, original: original), to: item.user))
+                // Their own arrival is not kept: timed from the first copy's.
+                receipts.append(self.receipt(
+                    .duplicate(id: item.id, kind: receipt.kind, version: receipt.version, original: original),
+                    to: item.user, arrivedAt: item.arrival, target: target))
             }
         }
         metrics.lastBatchSize = released.count
@@ -480,10 +490,20 @@ public struct Engine {
     }
 
     public func metricsPublication(uptimeSeconds: Double) -> Publication {
-        let json = metrics.json(
-            uptimeSeconds: uptimeSeconds, bufferDepth: buffer.count, rooms: rooms.count,
-            conversations: conversations.count, workouts: workouts.count, seenIds: seen.count)
+        let json = metrics.json(uptimeSeconds: uptimeSeconds, gauges: gauges)
         return Publication(topic: topics.coordinatorMetrics, payload: json.serialized(), retain: true, qos: 0)
+    }
+
+    /// The levels beside the counters: buffer depth, republishing left, what is held.
+    public var gauges: Metrics.Gauges {
+        var g = Metrics.Gauges()
+        g.bufferDepth = buffer.count
+        g.republishRemaining = republishQueue.count - republishIndex
+        g.rooms = rooms.count
+        g.conversations = conversations.count
+        g.workouts = workouts.count
+        g.seenIds = seen.count
+        return g
     }
 
     /// Forgets ids older than the retention once an hour (the store prunes its copy).
@@ -497,9 +517,12 @@ public struct Engine {
 }
 
 /// A workout is named by its user and its id.
-struct WorkoutKey: Hashable {
+struct WorkoutKey: Hashable, CustomStringConvertible {
     var user: String
     var workoutId: String
+
+    /// `user/workoutId`, as the event log's target.
+    var description: String { "\(user)/\(workoutId)" }
 }
 
 extension Engine.Buffered {

@@ -1,12 +1,18 @@
 import TandemCore
 
-/// Counters and latency figures, published retained on `coordinator/metrics`.
+/// Counters and latency figures, published retained on `coordinator/metrics`, and
+/// mirrored into swift-metrics by ``MetricsExporter`` (the engine itself imports no
+/// metrics library: it only counts).
 public struct Metrics: Sendable {
     public var messagesIn = 0
+    /// The messages in by what their topic says they are; they add up to `messagesIn`.
+    public var messagesInByKind: [InboundKind: Int] = [:]
     public var messagesOut = 0
     public var accepted = 0
     public var rejected = 0
     public var duplicates = 0
+    /// Every receipt by kind and status: they add up to `accepted + rejected + duplicates`.
+    public var receiptsByKind: [ReceiptTally: Int] = [:]
     /// Rejections by code (`invalid_payload`, `owned_by_other`, ...): they add up to `rejected`.
     public var rejectionsByCode: [ReceiptCode: Int] = [:]
     /// Queries (DM history, logbook) refused with an error response (unreadable, rate limit).
@@ -29,7 +35,24 @@ public struct Metrics: Sendable {
 
     public init() {}
 
+    /// What an inbound message is, by its topic (an invalid topic that still names its
+    /// kind counts as that kind; one that names nothing is `dropped`).
+    public enum InboundKind: String, CaseIterable, Sendable {
+        case room, dm, workout, flight, health, presence, query, dropped
+    }
+
+    public struct ReceiptTally: Hashable, Sendable {
+        public var kind: Receipt.Kind
+        public var status: Receipt.Status
+
+        public init(_ kind: Receipt.Kind, _ status: Receipt.Status) {
+            self.kind = kind
+            self.status = status
+        }
+    }
+
     mutating func count(_ receipt: Receipt) {
+        receiptsByKind[ReceiptTally(receipt.kind, receipt.status), default: 0] += 1
         switch receipt.status {
         case .accepted: accepted += 1
         case .rejected:
@@ -47,7 +70,7 @@ public struct Metrics: Sendable {
         return .object(members)
     }
 
-    func json(uptimeSeconds: Double, bufferDepth: Int, rooms: Int, conversations: Int, workouts: Int, seenIds: Int) -> JSON {
+    func json(uptimeSeconds: Double, gauges g: Gauges) -> JSON {
         .obj([
             "uptimeSeconds": .double((uptimeSeconds * 10).rounded() / 10),
             "messagesIn": .int(Int64(messagesIn)),
@@ -70,11 +93,49 @@ public struct Metrics: Sendable {
             "commitMsMax": .double((commitMillisMax * 1000).rounded() / 1000),
             "publishErrors": .int(Int64(publishErrors)),
             "errors": .int(Int64(errors)),
-            "bufferDepth": .int(Int64(bufferDepth)),
-            "rooms": .int(Int64(rooms)),
-            "conversations": .int(Int64(conversations)),
-            "workouts": .int(Int64(workouts)),
-            "seenIds": .int(Int64(seenIds)),
+            "bufferDepth": .int(Int64(g.bufferDepth)),
+            "republishRemaining": .int(Int64(g.republishRemaining)),
+            "rooms": .int(Int64(g.rooms)),
+            "conversations": .int(Int64(g.conversations)),
+            "workouts": .int(Int64(g.workouts)),
+            "seenIds": .int(Int64(g.seenIds)),
         ])
+    }
+
+    /// What the engine holds right now (levels, not counts).
+    public struct Gauges: Sendable, Equatable {
+        /// Events and commands waiting in the reorder buffer.
+        public var bufferDepth = 0
+        /// Rooms, conversations and workouts whose snapshots are still to be republished
+        /// after the start (0 once done).
+        public var republishRemaining = 0
+        public var rooms = 0
+        public var conversations = 0
+        public var workouts = 0
+        /// Ids remembered for duplicate detection.
+        public var seenIds = 0
+
+        public init() {}
+    }
+}
+
+extension Topics.Inbound {
+    /// How the metrics count a message on this topic.
+    var metricsKind: Metrics.InboundKind {
+        switch self {
+        case .roomEvent: .room
+        case .dmCommand: .dm
+        case .workoutControl: .workout
+        case .flight: .flight
+        case .health: .health
+        case .request: .query
+        case .presence: .presence
+        case .invalid(_, let kind, _, _, _):
+            switch kind {
+            case .room: .room
+            case .dm: .dm
+            case .workout: .workout
+            }
+        }
     }
 }

@@ -41,7 +41,7 @@ extension ClientCore {
     func didConnect(reason: Int32, flags: Int32) {
         guard reason == 0 else {
             let error = MQTTError(.connectionRefused(reason: reason), "broker \(configuration.host):\(configuration.port) refused the connection: \(LibMosquitto.reasonString(reason))")
-            logger.error("\(error.message)")
+            logger.error("broker refused the connection", error: error)
             if error.isPermanent {
                 let waiters = state.withLock { s -> [CheckedContinuation<Void, any Error>] in
                     s.permanentFailure = error
@@ -71,13 +71,15 @@ extension ClientCore {
                         s.restoringMids.insert(mid)
                         s.subscribeAcks[mid] = SubscribeWaiter(filters: entry.filters, continuation: nil)
                     } catch {
-                        logger.error("\(error.message)")
+                        logger.error("could not restore a subscription", error: error)
                     }
                 }
             }
             return s.restoringMids.isEmpty
         }
-        logger.debug("connected to \(configuration.host):\(configuration.port) (session present: \(sessionPresent))")
+        logger.debug("connected", metadata: [
+            "mqtt.host": "\(configuration.host)", "mqtt.port": "\(configuration.port)", "mqtt.session_present": "\(sessionPresent)",
+        ])
         if ready { becameReady(sessionPresent: sessionPresent) }
     }
 
@@ -118,7 +120,7 @@ extension ClientCore {
                 waiter.resume()
             }
         } else if !refused.isEmpty {
-            logger.error("broker refused the subscription to \(refused.map(\.0).joined(separator: ", "))")
+            logger.error("broker refused subscriptions", metadata: ["mqtt.filters": .array(refused.map { .string($0.0) })])
         }
         if nowReady { becameReady(sessionPresent: sessionPresent) }
     }

@@ -303,7 +303,7 @@ final class ClientCore: @unchecked Sendable {
                 } else {
                     let reason = "connect to \(configuration.host):\(configuration.port) failed: \(LibMosquitto.errorString(rc)) (errno \(errno): \(String(cString: strerror(errno))))"
                     state.withLock { $0.lastProblem = reason }
-                    logger.info("\(reason); retrying in \(delay) s")
+                    logger.info("cannot connect; retrying", metadata: ["reason": "\(reason)", "mqtt.retry_seconds": "\(delay)"])
                     eventsContinuation.yield(.disconnected(reason: reason))
                     _ = wake.wait(timeout: .now() + delay)
                     delay = min(delay * 2, configuration.reconnectDelayMax)
@@ -322,7 +322,10 @@ final class ClientCore: @unchecked Sendable {
                 if wasConnected { delay = configuration.reconnectDelay }
                 let (phase, permanent) = state.withLock { ($0.phase, $0.permanentFailure) }
                 if phase != .running || permanent != nil { break }
-                logger.info("MQTT connection to \(configuration.host):\(configuration.port) lost (\(LibMosquitto.errorString(rc))); reconnecting in \(delay) s")
+                logger.info("connection lost; reconnecting", metadata: [
+                    "mqtt.host": "\(configuration.host)", "mqtt.port": "\(configuration.port)",
+                    "reason": "\(LibMosquitto.errorString(rc))", "mqtt.retry_seconds": "\(delay)",
+                ])
                 _ = wake.wait(timeout: .now() + delay)
                 delay = min(delay * 2, configuration.reconnectDelayMax)
             }
@@ -370,7 +373,7 @@ final class ClientCore: @unchecked Sendable {
         }
         guard let waiters else { return false }
         let error = state.withLock { $0.permanentFailure! }
-        logger.error("\(error.message)")
+        logger.error("TLS handshake failed; not retrying", error: error)
         eventsContinuation.yield(.disconnected(reason: error.message))
         waiters.forEach { $0.resume(throwing: error) }
         return true

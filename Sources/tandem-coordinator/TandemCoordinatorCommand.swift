@@ -1,9 +1,12 @@
 import ArgumentParser
+import CoreMetrics
 import Foundation
 import Logging
+import Prometheus
 import ServiceLifecycle
 import TandemCoordinator
 import TandemCore
+import TandemLogging
 import TandemMQTT
 
 @main
@@ -66,8 +69,17 @@ struct TandemCoordinatorCommand: AsyncParsableCommand {
     @Option(help: "trace, debug, info, notice, warning, error or critical [TANDEM_LOG_LEVEL] (default info)")
     var logLevel: String?
 
+    @Option(help: ArgumentHelp("text, or json: one JSON object per line on stderr [TANDEM_LOG_FORMAT] (default text)", valueName: "format"))
+    var logFormat: String?
+
     @Option(help: "MQTT client id [TANDEM_CLIENT_ID] (default tandem-coordinator)")
     var clientId: String?
+
+    @Option(help: "Serve GET /metrics (Prometheus) and /healthz over HTTP on this port, 0 for off [TANDEM_METRICS_PORT] (default 0)")
+    var metricsPort: Int?
+
+    @Option(help: "Address the metrics port listens on [TANDEM_METRICS_HOST] (default 127.0.0.1)")
+    var metricsHost: String?
 
     @Option(help: "Events a user may send per second, 0 for no limit [TANDEM_RATE_LIMIT] (default 200)")
     var rateLimit: Double?
@@ -101,12 +113,8 @@ struct TandemCoordinatorCommand: AsyncParsableCommand {
 
     func run() async throws {
         let settings = try resolve(environment: ProcessInfo.processInfo.environment)
-        let level = settings.level
-        LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = level
-            return handler
-        }
+        let (level, format) = (settings.level, settings.format)
+        LoggingSystem.bootstrap { label in format.handler(label: label, level: level) }
         let logger = Logger(label: "tandem.coordinator")
         if check || backup != nil {
             do {
@@ -130,10 +138,32 @@ struct TandemCoordinatorCommand: AsyncParsableCommand {
             }
             return
         }
-        let service = CoordinatorService(configuration: settings.configuration, logger: logger)
+        let registry = PrometheusCollectorRegistry()
+        let factory = MetricsExporter.prometheusFactory(registry: registry)
+        MetricsSystem.bootstrap(factory)
+        let exporter = MetricsExporter(factory: factory)
+        let health = HealthState(instanceId: settings.configuration.instanceId)
+        let service = CoordinatorService(configuration: settings.configuration, logger: logger, health: health, metrics: exporter)
+        // The HTTP server first: the group shuts services down in reverse order, so it
+        // answers (/healthz: stopping) until the coordinator has drained.
+        var services: [ServiceGroupConfiguration.ServiceConfiguration] = []
+        if settings.metricsPort > 0 {
+            do {
+                let server = try await MetricsServer.bind(
+                    host: settings.metricsHost, port: settings.metricsPort, registry: registry, health: health,
+                    beforeScrape: { exporter.mirror() }, logger: logger)
+                services.append(.init(service: server))
+            } catch {
+                logger.critical("cannot serve metrics", error: error, metadata: [
+                    "http.host": "\(settings.metricsHost)", "http.port": "\(settings.metricsPort)",
+                ])
+                throw ExitCode(1)
+            }
+        }
+        services.append(.init(service: service))
         let group = ServiceGroup(
             configuration: .init(
-                services: [.init(service: service)],
+                services: services,
                 gracefulShutdownSignals: [.sigterm, .sigint],
                 logger: logger
             )
@@ -141,14 +171,14 @@ struct TandemCoordinatorCommand: AsyncParsableCommand {
         do {
             try await group.run()
         } catch {
-            logger.critical("stopped: \(error)")
+            logger.critical("stopped", error: error)
             throw ExitCode(1)
         }
     }
 
     /// Flags, then environment variables, then defaults. A bad value in either place is a
     /// usage error (exit 64) naming the flag or the variable.
-    func resolve(environment env: [String: String]) throws -> (configuration: CoordinatorConfiguration, level: Logger.Level) {
+    func resolve(environment env: [String: String]) throws -> Settings {
         var c = CoordinatorConfiguration()
         func text(_ flag: String?, _ variable: String) -> String? {
             if let flag { return flag }
@@ -256,6 +286,23 @@ struct TandemCoordinatorCommand: AsyncParsableCommand {
         guard let level = Logger.Level(rawValue: levelText.lowercased()) else {
             throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical; not \(levelText)")
         }
-        return (c, level)
+        let formatText = text(logFormat, "TANDEM_LOG_FORMAT") ?? "text"
+        guard let format = LogFormat(rawValue: formatText.lowercased()) else {
+            throw ValidationError("--log-format must be text or json, not \(formatText)")
+        }
+        let port = try integer(metricsPort, "metrics-port", "TANDEM_METRICS_PORT", range: 0...65535) ?? 0
+        let host = text(metricsHost, "TANDEM_METRICS_HOST") ?? "127.0.0.1"
+        guard !host.isEmpty else { throw ValidationError("--metrics-host must not be empty") }
+        return Settings(configuration: c, level: level, format: format, metricsHost: host, metricsPort: port)
+    }
+
+    /// What the flags and variables say: the service's configuration, and what the
+    /// executable itself sets up around it (logging, the metrics endpoint).
+    struct Settings {
+        var configuration: CoordinatorConfiguration
+        var level: Logger.Level
+        var format: LogFormat
+        var metricsHost: String
+        var metricsPort: Int
     }
 }

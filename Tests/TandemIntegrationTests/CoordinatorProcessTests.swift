@@ -58,6 +58,11 @@ import TestSupport
         (["--lock-lease-seconds", "soon"], "lock-lease-seconds"),
         (["--log-level", "loud"], "--log-level"),
         (["--no-such-flag"], "--no-such-flag"),
+        (["--metrics-port", "http"], "metrics-port"),
+        (["--metrics-port", "70000"], "--metrics-port"),
+        (["--metrics-port", "-1"], "--metrics-port"),
+        (["--metrics-host", ""], "--metrics-host"),
+        (["--log-format", "xml"], "--log-format"),
     ])
     func aBadFlagIsAUsageError(arguments: [String], named: String) async throws {
         let result = try await ChildProcess.run(CoordinatorProcess.binary("tandem-coordinator"), arguments, timeout: .seconds(20))
@@ -71,6 +76,15 @@ import TestSupport
         let result = try await ChildProcess.run(CoordinatorProcess.binary("tandem-coordinator"), [], environment: environment, timeout: .seconds(20))
         #expect(result.exitCode == 64)
         #expect(result.standardError.contains("TANDEM_MQTT_PORT"))
+    }
+
+    @Test(arguments: [("TANDEM_METRICS_PORT", "ninety"), ("TANDEM_METRICS_PORT", "65536"), ("TANDEM_LOG_FORMAT", "yaml")])
+    func aBadObservabilityVariableIsAUsageError(variable: String, value: String) async throws {
+        var environment = ProcessInfo.processInfo.environment
+        environment[variable] = value
+        let result = try await ChildProcess.run(CoordinatorProcess.binary("tandem-coordinator"), [], environment: environment, timeout: .seconds(20))
+        #expect(result.exitCode == 64)
+        #expect(result.standardError.contains(variable) || result.standardError.contains(value), "stderr: \(result.standardError)")
     }
 
     @Test func aFlagWinsOverItsVariable() async throws {

@@ -105,7 +105,7 @@ import TestSupport
                 #expect(!later.contains { $0["instance"]?.stringValue == frozen.instance }, "\(later.map(\.text))")
                 #expect(cluster.leader == next)
                 let leaderLog = cluster.currentLog(next.instance)
-                #expect(!leaderLog.contains("MQTT: connection lost"), "\(leaderLog.suffix(2000))")
+                #expect(!leaderLog.contains("MQTT connection lost"), "\(leaderLog.suffix(2000))")
                 return (frozen.instance, next)
             }
             let reports = await CrashRecoveryTests.drive(peers, plans)
@@ -187,7 +187,7 @@ import TestSupport
             #expect(second.standardError.contains("another coordinator owns the database \(first.databasePath)"), "\(second.standardError)")
             // The owner never noticed: still online, never kicked off the broker.
             #expect(first.process?.isRunning == true)
-            #expect(!first.standardError.contains("MQTT: connection lost"))
+            #expect(!first.standardError.contains("MQTT connection lost"))
             #expect(await first.stop() == 0)
         }
     }
