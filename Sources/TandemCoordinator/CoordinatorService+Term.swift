@@ -83,6 +83,7 @@ extension CoordinatorService {
             throw error
         }
         health.role = .leader(term: term, online: true)
+        exporter.leading(term: term)
         logger.notice("online: leading (instance \(configuration.instanceId), term \(term)); every subscription acknowledged; status published on \(topics.coordinatorStatus)", metadata: ["term": "\(term)"])
         // Every snapshot again (the broker may have lost its retained copies, or the last
         // leader's late copies may be there), in chunks from the pipeline's steps so that
@@ -102,6 +103,7 @@ extension CoordinatorService {
             }
         }
         health.role = .stopping
+        exporter.stoppedLeading(lost: !(end.isShutdown))
         guard case .shutdown = end else {
             // Lost the lease: not one more commit or publication. The gate is closed, the
             // connection cut; what waits in the buffer was never acknowledged by a

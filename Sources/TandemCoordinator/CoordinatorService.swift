@@ -205,6 +205,11 @@ public final class CoordinatorService: Service {
         case retry(String)
         /// Something retrying cannot fix (a refused commit): the process stops.
         case failed(any Error)
+
+        var isShutdown: Bool {
+            if case .shutdown = self { return true }
+            return false
+        }
     }
 
     static let offlinePayload = JSON.obj(["online": false]).serialized()

@@ -37,6 +37,10 @@ public final class MetricsExporter: Sendable {
         public static let commitSeconds = "tandem_commit_seconds"
         public static let batchSize = "tandem_batch_size"
         public static let receiptSeconds = "tandem_receipt_seconds"
+        public static let leader = "tandem_leader"
+        public static let leaderTerm = "tandem_leader_term"
+        public static let termsStarted = "tandem_terms_started_total"
+        public static let leasesLost = "tandem_leases_lost_total"
     }
 
     /// Histogram buckets. Commits take a fraction of a millisecond to a few; a receipt
@@ -88,6 +92,10 @@ public final class MetricsExporter: Sendable {
     let commitSeconds: Timer
     let batchSize: Recorder
     let receiptSeconds: [Receipt.Kind: Timer]
+    let leader: Gauge
+    let leaderTerm: Gauge
+    let termsStarted: Counter
+    let leasesLost: Counter
 
     struct State {
         var latest = Metrics()
@@ -141,7 +149,12 @@ public final class MetricsExporter: Sendable {
         receiptSeconds = Dictionary(uniqueKeysWithValues: Self.receiptKinds.map {
             ($0, Timer(label: Name.receiptSeconds, dimensions: [("kind", $0.rawValue)], factory: factory))
         })
+        leader = gauge(Name.leader)
+        leaderTerm = gauge(Name.leaderTerm)
+        termsStarted = counter(Name.termsStarted)
+        leasesLost = counter(Name.leasesLost)
         connected.record(0)
+        leader.record(0)
     }
 
     // MARK: Counters, mirrored from the engine
@@ -209,6 +222,19 @@ public final class MetricsExporter: Sendable {
     public func connection(up: Bool, reconnect: Bool = false) {
         connected.record(up ? 1 : 0)
         if reconnect { reconnects.increment() }
+    }
+
+    /// This process began to lead under `term` (on SQLite: term 0, once).
+    public func leading(term: Int64) {
+        termsStarted.increment()
+        leaderTerm.record(term)
+        leader.record(1)
+    }
+
+    /// This process stopped leading: `lost` when its lease was gone (not a shutdown).
+    public func stoppedLeading(lost: Bool) {
+        leader.record(0)
+        if lost { leasesLost.increment() }
     }
 
     static func nanoseconds(_ duration: Duration) -> Int64 {

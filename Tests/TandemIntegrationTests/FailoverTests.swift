@@ -178,6 +178,47 @@ import TestSupport
     }
 
     @Test(.timeLimit(.minutes(1)))
+    func healthzAndMetricsTellTheLeaderFromAStandbyAcrossATakeover() async throws {
+        let url = try await Self.freshDatabase()
+        try await withBroker(.shipped) { broker in
+            let ports = ["c1": try freeTCPPort(), "c2": try freeTCPPort()]
+            let cluster = try await CoordinatorCluster.start(
+                broker: broker, databaseURL: url, instances: ["c1", "c2"], arguments: Self.arguments,
+                perInstance: ports.mapValues { ["--metrics-port", String($0)] })
+            let first = try #require(cluster.leader)
+            let standby = try #require(cluster.instances.first { $0 != first.instance })
+
+            func health(_ instance: String, saying status: String) async throws -> HTTPResponse {
+                let deadline = ContinuousClock.now + .seconds(10)
+                while true {
+                    if let response = try? httpGet(port: ports[instance]!, path: "/healthz"), response.body.contains("\"status\":\"\(status)\"") {
+                        return response
+                    }
+                    guard ContinuousClock.now < deadline else {
+                        let last = (try? httpGet(port: ports[instance]!, path: "/healthz"))?.body ?? "no answer"
+                        throw CoordinatorCluster.ClusterError.noLeader(after: 0, logs: "\(instance) /healthz never said \(status): \(last)")
+                    }
+                    try await Task.sleep(for: .milliseconds(50))
+                }
+            }
+            let leading = try await health(first.instance, saying: "leader")
+            #expect(leading.status == 200)
+            #expect(leading.body.contains("\"term\":\(first.term)") && leading.body.contains("\"instance\":\"\(first.instance)\""), "\(leading.body)")
+            #expect(try await health(standby, saying: "standby").status == 200)
+            let metrics = prometheusSamples(try httpGet(port: ports[first.instance]!, path: "/metrics").body)
+            #expect(metrics["tandem_leader"] == 1 && metrics["tandem_leader_term"] == Double(first.term))
+            #expect(prometheusSamples(try httpGet(port: ports[standby]!, path: "/metrics").body)["tandem_leader"] == 0)
+
+            await cluster.kill(first.instance)
+            let next = try await cluster.waitForLeader(after: first.term, timeout: .seconds(Int(Self.leaseSeconds) + 8))
+            #expect(next.instance == standby)
+            let took = try await health(standby, saying: "leader")
+            #expect(took.body.contains("\"term\":\(next.term)"), "\(took.body)")
+            await Self.stopAll(cluster)
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
     func aSecondCoordinatorOnTheSameSQLiteFileExitsAtOnce() async throws {
         try await withBroker(.shipped) { broker in
             let first = try await CoordinatorProcess.start(broker: broker)

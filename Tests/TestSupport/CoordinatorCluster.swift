@@ -13,6 +13,8 @@ public final class CoordinatorCluster: Sendable {
     public let databaseURL: String
     public let directory: String
     public let arguments: [String]
+    /// Added to one instance's arguments (`--metrics-port`, say), at every launch.
+    public let perInstance: [String: [String]]
     public let watcher: TestPeer
     private let processes = Mutex<[String: ChildProcess]>([:])
     private let launches = Mutex<[String: Int]>([:])
@@ -27,20 +29,23 @@ public final class CoordinatorCluster: Sendable {
     /// Starts one process per name in `instances`, in order, and waits until one of them
     /// says it leads. `arguments` are added to each (`--leader-lease-seconds 2`, ...).
     public static func start(
-        broker: MosquittoBroker, databaseURL: String, instances: [String], arguments: [String] = []
+        broker: MosquittoBroker, databaseURL: String, instances: [String], arguments: [String] = [],
+        perInstance: [String: [String]] = [:]
     ) async throws -> CoordinatorCluster {
         let watcher = try await TestPeer.connect(
             broker: broker, user: "cluster-watcher-\(UInt32.random(in: 0...UInt32.max))", asCoordinatorWatcher: true,
             extraFilters: [Topics().coordinatorInstance("+")])
         let cluster = CoordinatorCluster(
             broker: broker, databaseURL: databaseURL, directory: try makeTemporaryDirectory(prefix: "cluster-"),
-            arguments: arguments, watcher: watcher)
+            arguments: arguments, perInstance: perInstance, watcher: watcher)
         for instance in instances { try cluster.launch(instance) }
         _ = try await cluster.waitForLeader(timeout: .seconds(30))
         return cluster
     }
 
-    init(broker: MosquittoBroker, databaseURL: String, directory: String, arguments: [String], watcher: TestPeer) {
+    init(broker: MosquittoBroker, databaseURL: String, directory: String, arguments: [String], perInstance: [String: [String]],
+         watcher: TestPeer) {
+        self.perInstance = perInstance
         self.broker = broker
         self.databaseURL = databaseURL
         self.directory = directory
@@ -55,7 +60,7 @@ public final class CoordinatorCluster: Sendable {
         let n = launches.withLock { $0[instance, default: 0] += 1; return $0[instance]! }
         let log = "\(directory)/\(instance).\(n).log"
         let child = try ChildProcess(
-            CoordinatorProcess.binary("tandem-coordinator"), args + arguments,
+            CoordinatorProcess.binary("tandem-coordinator"), args + arguments + (perInstance[instance] ?? []),
             addingEnvironment: ["TANDEM_LOG_LEVEL": "info"], standardOutput: log, standardError: log)
         processes.withLock { $0[instance] = child }
     }
@@ -100,10 +105,11 @@ public final class CoordinatorCluster: Sendable {
         _ = await child.waitForTermination(timeout: .seconds(10))
     }
 
-    /// SIGTERM every process; returns each one's exit code (nil: did not stop in time).
+    /// SIGTERM every process still running; returns each one's exit code (nil: did not
+    /// stop in time). Processes that had already ended (killed) are not in the answer.
     public func stopAll(timeout: Duration = .seconds(20)) async -> [String: Int32?] {
-        let all = processes.withLock { $0 }
-        for child in all.values where child.isRunning { child.signal(SIGTERM) }
+        let all = processes.withLock { $0 }.filter { $0.value.isRunning }
+        for child in all.values { child.signal(SIGTERM) }
         var codes: [String: Int32?] = [:]
         for (instance, child) in all {
             codes[instance] = await child.waitForExit(timeout: timeout)
