@@ -34,7 +34,9 @@ public final class PostgresServer: Sendable {
         guard let binaries = findBinaries() else { throw PostgresServerError.missing }
         var attempt = 1
         while true {
-            let directory = try makeTemporaryDirectory(prefix: "postgres-")
+            // As root, under /tmp itself: the postgres user must be able to reach the
+            // folder, and TMPDIR may be a private one.
+            let directory = runsAsRoot ? try makeDirectory(in: "/tmp") : try makeTemporaryDirectory(prefix: "postgres-")
             let server = PostgresServer(port: try freeTCPPort(), directory: directory, binaries: binaries)
             try await server.initialize()
             do {
@@ -100,6 +102,14 @@ public final class PostgresServer: Sendable {
     // MARK: - Internals
 
     private static var runsAsRoot: Bool { getuid() == 0 }
+
+    private static func makeDirectory(in base: String) throws -> String {
+        var template = Array("\(base)/tandem-postgres-XXXXXX".utf8CString)
+        guard let result = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
+            throw PostgresServerError.command("mkdtemp in \(base)", String(cString: strerror(errno)))
+        }
+        return String(cString: result)
+    }
 
     /// As root: the command as the `postgres` user (setpriv execs it in place).
     private func command(_ tool: String, _ arguments: [String]) -> (String, [String]) {
