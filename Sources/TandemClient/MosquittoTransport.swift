@@ -1,3 +1,4 @@
+import Logging
 import TandemCore
 import TandemMQTT
 
@@ -14,15 +15,22 @@ public struct MosquittoTransport: TandemTransport {
 
     /// A client for `user` under `clientId`, with the retained offline will on its
     /// presence topic the contract asks for, and a clean session.
+    ///
+    /// - Parameters:
+    ///   - tls: nil connects in clear; otherwise the broker's certificate and host name
+    ///     are verified against its CA file.
+    ///   - logger: where the MQTT client says what it does (reconnects, failures).
     public init(
         host: String, port: Int, username: String? = nil, password: String? = nil, tls: MQTTTLS? = nil,
-        user: String, clientId: String, topics: Topics = Topics()
+        user: String, clientId: String, topics: Topics = Topics(), logger: Logger = Logger(label: "tandem.mqtt")
     ) throws {
-        client = try MQTTClient(configuration: MQTTConfiguration(
-            host: host, port: port, clientId: clientId, username: username, password: password,
-            will: MQTTWill(topic: topics.presence(user: user, clientId: clientId),
-                           payload: TandemClient.offline, qos: .atLeastOnce, retain: true),
-            session: .cleanStart, tls: tls))
+        client = try MQTTClient(
+            configuration: MQTTConfiguration(
+                host: host, port: port, clientId: clientId, username: username, password: password,
+                will: MQTTWill(topic: topics.presence(user: user, clientId: clientId),
+                               payload: TandemClient.offline, qos: .atLeastOnce, retain: true),
+                session: .cleanStart, tls: tls),
+            logger: logger)
     }
 
     public func connect() async throws { try await client.connect() }
