@@ -183,7 +183,8 @@ public actor TandemClient {
         tasks.append(Task { [weak self] in
             while !Task.isCancelled {
                 try? await Task.sleep(for: .seconds(1))
-                await self?.resendDue()
+                guard let self else { return }
+                await self.resendDue()
             }
         })
     }
@@ -201,7 +202,8 @@ public actor TandemClient {
     }
 
     /// Why the last connection attempt failed, as the transport says it (nil: nothing
-    /// failed), for telling a person why the broker is not reached yet.
+    /// failed, or the last attempt reached the port and waits for the broker's
+    /// answer), for telling a person why the broker is not reached yet.
     public nonisolated var lastProblem: String? { transport.lastProblem }
 
     /// The connection's edges from the first ``connect(timeout:)`` on: ``ConnectionChange/lost(reason:)``
