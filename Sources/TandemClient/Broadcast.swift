@@ -1,32 +1,34 @@
-/// The latest value of something watched, handed to every listener: each new listener
-/// gets the current value first (if any), then every change. Owned by one actor.
+/// Values handed to every listener, owned by one actor: each new listener first gets
+/// what it should start from (by default the latest value, if any), then every value
+/// sent after.
 struct Broadcast<Value: Sendable>: Sendable {
-    private var listeners: [Int: AsyncStream<Value>.Continuation] = [:]
-    private var nextKey = 0
+    private var listeners: [AsyncStream<Value>.Continuation] = []
+    private let buffering: AsyncStream<Value>.Continuation.BufferingPolicy
     private(set) var current: Value?
 
-    /// A new listener's stream and the key to remove it with.
-    mutating func listen() -> (key: Int, stream: AsyncStream<Value>) {
-        let (stream, continuation) = AsyncStream<Value>.makeStream(bufferingPolicy: .bufferingNewest(64))
-        nextKey += 1
-        listeners[nextKey] = continuation
-        if let current { continuation.yield(current) }
-        return (nextKey, stream)
+    /// - Parameter buffering: what a listener that falls behind keeps. The latest state
+    ///   of something can drop what it no longer needs (the default); a stream whose
+    ///   every element says something (a receipt, a change) must not.
+    init(buffering: AsyncStream<Value>.Continuation.BufferingPolicy = .bufferingNewest(64)) {
+        self.buffering = buffering
     }
 
-    mutating func remove(_ key: Int) {
-        listeners.removeValue(forKey: key)
+    /// A new listener's stream, starting with `first` (nil: the latest value, if any).
+    mutating func listen(first: [Value]? = nil) -> AsyncStream<Value> {
+        let (stream, continuation) = AsyncStream<Value>.makeStream(bufferingPolicy: buffering)
+        listeners.append(continuation)
+        for value in first ?? current.map({ [$0] }) ?? [] { continuation.yield(value) }
+        return stream
     }
 
     mutating func send(_ value: Value) {
         current = value
-        for continuation in listeners.values { continuation.yield(value) }
+        for continuation in listeners { continuation.yield(value) }
     }
 
+    /// Ends every listener's stream.
     mutating func finish() {
-        for continuation in listeners.values { continuation.finish() }
+        for continuation in listeners { continuation.finish() }
         listeners.removeAll()
     }
-
-    var isEmpty: Bool { listeners.isEmpty }
 }

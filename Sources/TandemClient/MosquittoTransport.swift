@@ -1,3 +1,4 @@
+import Logging
 import TandemCore
 import TandemMQTT
 
@@ -14,15 +15,22 @@ public struct MosquittoTransport: TandemTransport {
 
     /// A client for `user` under `clientId`, with the retained offline will on its
     /// presence topic the contract asks for, and a clean session.
+    ///
+    /// - Parameters:
+    ///   - tls: nil connects in clear; otherwise the broker's certificate and host name
+    ///     are verified against its CA file.
+    ///   - logger: where the MQTT client says what it does (reconnects, failures).
     public init(
         host: String, port: Int, username: String? = nil, password: String? = nil, tls: MQTTTLS? = nil,
-        user: String, clientId: String, topics: Topics = Topics()
+        user: String, clientId: String, topics: Topics = Topics(), logger: Logger = Logger(label: "tandem.mqtt")
     ) throws {
-        client = try MQTTClient(configuration: MQTTConfiguration(
-            host: host, port: port, clientId: clientId, username: username, password: password,
-            will: MQTTWill(topic: topics.presence(user: user, clientId: clientId),
-                           payload: TandemClient.offline, qos: .atLeastOnce, retain: true),
-            session: .cleanStart, tls: tls))
+        client = try MQTTClient(
+            configuration: MQTTConfiguration(
+                host: host, port: port, clientId: clientId, username: username, password: password,
+                will: MQTTWill(topic: topics.presence(user: user, clientId: clientId),
+                               payload: TandemClient.offline, qos: .atLeastOnce, retain: true),
+                session: .cleanStart, tls: tls),
+            logger: logger)
     }
 
     public func connect() async throws { try await client.connect() }
@@ -39,20 +47,28 @@ public struct MosquittoTransport: TandemTransport {
     }
 
     public func subscribe(_ filters: [String]) async throws -> AsyncThrowingStream<TransportMessage, any Error> {
-        let subscription = try await client.subscribe(filters, qos: .atLeastOnce)
-        let (stream, continuation) = AsyncThrowingStream<TransportMessage, any Error>.makeStream()
-        let task = Task {
-            do {
-                for try await m in subscription {
-                    continuation.yield(TransportMessage(topic: m.topic, payload: m.payload, retained: m.retain))
-                }
-                continuation.finish()
-            } catch {
-                continuation.finish(throwing: error)
-            }
+        let messages = Messages(try await client.subscribe(filters, qos: .atLeastOnce).makeAsyncIterator())
+        // Pulled by the stream's consumer itself: no task in between, so messages of
+        // different subscriptions reach their consumers as close to the broker's order
+        // as the consumers' own scheduling allows.
+        return AsyncThrowingStream { try await messages.next() }
+    }
+
+    /// One subscription's messages, read by the one consumer of the stream made of it.
+    /// `@unchecked Sendable`: `AsyncThrowingStream(unfolding:)` calls `next()` from
+    /// that consumer only, one call at a time, so the iterator is never used at once
+    /// from two places.
+    private final class Messages: @unchecked Sendable {
+        private var iterator: AsyncThrowingStream<MQTTMessage, any Error>.AsyncIterator
+
+        init(_ iterator: AsyncThrowingStream<MQTTMessage, any Error>.AsyncIterator) {
+            self.iterator = iterator
         }
-        continuation.onTermination = { _ in task.cancel() }
-        return stream
+
+        func next() async throws -> TransportMessage? {
+            guard let m = try await iterator.next() else { return nil }
+            return TransportMessage(topic: m.topic, payload: m.payload, retained: m.retain)
+        }
     }
 
     public var events: AsyncStream<TransportEvent> {

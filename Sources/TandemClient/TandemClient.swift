@@ -16,9 +16,14 @@ import TandemCore
 /// ```
 ///
 /// Every event and command is sent at least once: it stays pending under its id, is
-/// resent under the same id after ``resendAfter`` without a receipt and after every
-/// reconnect, and the call that sent it returns the receipt. The coordinator
+/// resent under the same id after `resendAfter` without a receipt and after every
+/// reconnect, and the call that sent it returns the receipt (``send(id:topic:payload:label:)``),
+/// or it comes on ``receipts()`` (``post(id:topic:payload:label:)``). The coordinator
 /// deduplicates by id, so a resend is never applied twice.
+///
+/// Watch what you need before ``connect(timeout:)`` (``room(_:)``, ``conversations()``,
+/// ``workout(_:)``, ``coordinatorStatus()``...) and the retained state arrives with the
+/// connection; watching later works too. ``close()`` says offline and ends every stream.
 public actor TandemClient {
     /// The contract's presence payloads.
     public static let online = JSON.obj(["online": true]).serialized()
@@ -33,26 +38,51 @@ public actor TandemClient {
     /// default throttle is 3 s).
     public nonisolated let flightInterval: Millis
 
-    private let transport: any TandemTransport
-    private let logger: Logger
-    private let sender: ReliableSender
-    private var ids: IdentifierGenerator
-    private var waiters: [String: CheckedContinuation<Receipt, any Error>] = [:]
-    private var rooms: [String: RoomWatch] = [:]
-    private var conversations: [String: ConversationWatch] = [:]
-    private var workouts: [String: Broadcast<WorkoutSnapshot>] = [:]
-    private var lastFlight: [String: Millis] = [:]
-    private var tasks: [Task<Void, Never>] = []
-    private var connected = false
+    nonisolated let transport: any TandemTransport
+    let logger: Logger
+    var ids: IdentifierGenerator
+    /// What was sent and waits for its receipt.
+    var tracker: PendingTracker
+    /// Callers of `send` waiting for a receipt, by id.
+    var waiters: [String: CheckedContinuation<Receipt, any Error>] = [:]
+    var receiptListeners = Broadcast<ReceiptEvent>(buffering: .unbounded)
+    var connectionListeners = Broadcast<ConnectionChange>(buffering: .unbounded)
+    var coordinator: Broadcast<CoordinatorStatus>?
+    var rooms: [String: RoomWatch] = [:]
+    /// The room of each edit sent and not yet settled, so its receipt reaches the room's
+    /// watchers even after a new epoch dropped it from the replica.
+    var roomOfEdit: [String: String] = [:]
+    var conversations: [String: ConversationWatch] = [:]
+    /// Listeners to every conversation of this user (nil: not watched).
+    var allConversations: Broadcast<ConversationReplica>?
+    var workouts: [String: Broadcast<WorkoutSnapshot>] = [:]
+    /// The timestamp of the last flight sample published, by workout and device.
+    var lastFlight: [String: Millis] = [:]
+    var queries: [String: QuerySlot] = [:]
+    /// `users/{user}/responses` is subscribed (from the first query on).
+    var followingResponses = false
+    var tasks: [Task<Void, Never>] = []
+    /// Receipts, connection events and resends are followed (from the first `connect`).
+    var following = false
+    var connected = false
 
-    private struct RoomWatch {
+    struct RoomWatch {
         var replica: RoomReplica
-        var broadcast = Broadcast<RoomReplica>()
+        var replicas = Broadcast<RoomReplica>()
+        var updates = Broadcast<RoomUpdate>(buffering: .unbounded)
     }
 
-    private struct ConversationWatch {
+    struct ConversationWatch {
         var replica: ConversationReplica
-        var broadcast = Broadcast<ConversationReplica>()
+        var replicas = Broadcast<ConversationReplica>()
+        /// Set when changes left a gap: the version the next snapshot must reach.
+        var behindUntil: Int64?
+    }
+
+    /// A query waiting for its response, or a response that came before anyone waited.
+    enum QuerySlot {
+        case waiting(CheckedContinuation<JSON, any Error>?)
+        case answered(JSON)
     }
 
     /// - Parameters:
@@ -62,6 +92,8 @@ public actor TandemClient {
     ///   - clientId: stable per user and device ("alice-phone"), so the broker keeps one
     ///     presence entry per live client.
     ///   - resendAfter: milliseconds without a receipt before a resend.
+    ///   - flightInterval: the least time between two flight samples published.
+    ///   - logger: where the client says what it does (resends, unreadable messages).
     public init(
         transport: any TandemTransport, user: String, clientId: String, topics: Topics = Topics(),
         resendAfter: Millis = 5_000, flightInterval: Millis = 3_000, logger: Logger = Logger(label: "tandem.client")
@@ -72,7 +104,7 @@ public actor TandemClient {
         self.topics = topics
         self.flightInterval = flightInterval
         self.logger = logger
-        sender = ReliableSender(transport: transport, logger: logger, resendAfter: resendAfter)
+        tracker = PendingTracker(resendAfter: resendAfter)
         ids = IdentifierGenerator(user: user)
     }
 
@@ -80,41 +112,125 @@ public actor TandemClient {
 
     /// Subscribes to this user's receipts, connects, and says online. After a reconnect
     /// it says online again and resends everything pending.
-    public func connect() async throws {
+    ///
+    /// - Parameter timeout: nil waits as long as it takes (the transport keeps
+    ///   retrying); otherwise a broker not reached in time throws
+    ///   ``TandemClientError/unreachable(problem:timeout:)``.
+    /// - Throws: ``TandemClientError/connectFailed(reason:)`` when the transport gives up
+    ///   for good (credentials refused, a certificate that does not verify).
+    public func connect(timeout: Duration? = nil) async throws {
         guard !connected else { return }
-        let receipts = try await transport.subscribe([topics.receipts(user: user)])
-        let events = transport.events
-        try await transport.connect()
+        if !following { try await startFollowing() }
+        do {
+            if let timeout {
+                try await Self.connect(transport, within: timeout)
+            } else {
+                try await transport.connect()
+            }
+        } catch let error as TandemClientError {
+            throw error
+        } catch let error as CancellationError {
+            throw error
+        } catch {
+            throw TandemClientError.connectFailed(reason: "\(error)")
+        }
         try await transport.publish(presenceTopic, payload: Self.online, retain: true)
         connected = true
+        logger.debug("connected as \(clientId)")
+    }
+
+    private static func connect(_ transport: any TandemTransport, within timeout: Duration) async throws {
+        try await withThrowingTaskGroup(of: Bool.self) { group in
+            group.addTask { try await transport.connect(); return true }
+            group.addTask { try await Task.sleep(for: timeout); return false }
+            let reached = try await group.next() ?? false
+            group.cancelAll()
+            guard reached else { throw TandemClientError.unreachable(problem: transport.lastProblem, timeout: timeout) }
+        }
+    }
+
+    /// Receipts, the connection's edges and the resend timer, from the first connect on.
+    private func startFollowing() async throws {
+        let receipts = try await transport.subscribe([topics.receipts(user: user)])
+        let events = transport.events
+        following = true
         tasks.append(Task { [weak self] in
             do {
                 for try await message in receipts { await self?.take(receiptMessage: message) }
             } catch {}
         })
-        tasks.append(Task { [weak self, transport, presenceTopic] in
+        tasks.append(Task { [weak self] in
+            // What happens before the first connection is connect()'s business (it
+            // throws or waits); from then on, each outage is reported once.
+            var up = false
             var dropped = false
             for await event in events {
                 switch event {
-                case .disconnected: dropped = true
                 case .connected:
-                    guard dropped else { continue }
-                    dropped = false
-                    try? transport.enqueue(presenceTopic, payload: Self.online, retain: true)
-                    await self?.sender.resendAll()
+                    if !up {
+                        up = true
+                    } else if dropped {
+                        dropped = false
+                        await self?.reconnected()
+                    }
+                case .disconnected(let reason):
+                    guard up, !dropped else { continue }
+                    dropped = true
+                    await self?.lost(reason)
                 }
             }
         })
         tasks.append(Task { [weak self] in
             while !Task.isCancelled {
                 try? await Task.sleep(for: .seconds(1))
-                await self?.sender.resendDue()
+                guard let self else { return }
+                await self.resendDue()
             }
         })
     }
 
+    private func lost(_ reason: String) {
+        logger.warning("disconnected: \(reason)")
+        connectionListeners.send(.lost(reason: reason))
+    }
+
+    private func reconnected() {
+        logger.notice("reconnected; resending what is pending")
+        try? transport.enqueue(presenceTopic, payload: Self.online, retain: true)
+        for outgoing in tracker.resendAll(at: WallClock.now()) { publish(outgoing) }
+        connectionListeners.send(.restored)
+    }
+
+    /// Why the last connection attempt failed, as the transport says it (nil: nothing
+    /// failed, or the last attempt reached the port and waits for the broker's
+    /// answer), for telling a person why the broker is not reached yet.
+    public nonisolated var lastProblem: String? { transport.lastProblem }
+
+    /// The connection's edges from the first ``connect(timeout:)`` on: ``ConnectionChange/lost(reason:)``
+    /// once when it drops, ``ConnectionChange/restored`` when it is back. Ends at ``close()``.
+    public func connectionChanges() -> AsyncStream<ConnectionChange> {
+        connectionListeners.listen(first: [])
+    }
+
+    /// The coordinator's status: the retained one first, then each change (it goes
+    /// offline when it stops or vanishes, online when it is back). An app says so,
+    /// since meanwhile nothing gets a receipt.
+    public func coordinatorStatus() async throws -> AsyncStream<CoordinatorStatus> {
+        if coordinator == nil {
+            coordinator = Broadcast()
+            try await follow([topics.coordinatorStatus]) { client, message in
+                guard let status = CoordinatorStatus.decode(message.payload), client.coordinator?.current != status else { return }
+                client.coordinator?.send(status)
+            }
+        }
+        return coordinator!.listen()
+    }
+
     /// Says offline, clears the retained presence (so the broker keeps nothing for a
-    /// client that left cleanly), fails every wait, ends every stream and disconnects.
+    /// client that left cleanly), disconnects, fails every wait and ends every stream.
+    /// The offline message goes first because the coordinator ignores an empty presence
+    /// payload: it learns "offline", then the broker forgets the topic. (After a crash
+    /// the will's retained offline stays, which is what tells the coordinator.)
     public func close() async {
         for task in tasks { task.cancel() }
         tasks.removeAll()
@@ -124,237 +240,47 @@ public actor TandemClient {
         }
         await transport.disconnect()
         connected = false
-        for (_, waiter) in waiters { waiter.resume(throwing: CancellationError()) }
+        for (_, waiter) in waiters { waiter.resume(throwing: TandemClientError.closed) }
         waiters.removeAll()
-        for key in rooms.keys { rooms[key]?.broadcast.finish() }
-        for key in conversations.keys { conversations[key]?.broadcast.finish() }
+        for case (_, .waiting(let waiter?)) in queries { waiter.resume(throwing: TandemClientError.closed) }
+        queries.removeAll()
+        receiptListeners.finish()
+        connectionListeners.finish()
+        coordinator?.finish()
+        for key in rooms.keys {
+            rooms[key]?.replicas.finish()
+            rooms[key]?.updates.finish()
+        }
+        for key in conversations.keys { conversations[key]?.replicas.finish() }
+        allConversations?.finish()
         for key in workouts.keys { workouts[key]?.finish() }
     }
-
-    /// How many events and commands still wait for their receipt.
-    public var pendingCount: Int { get async { await sender.pendingCount } }
 
     /// A fresh event or command id, unique for this client.
     public func nextId() -> String { ids.next() }
 
-    // MARK: Sending
-
-    /// Publishes `payload` under `id` and returns its receipt, resending under the same
-    /// id until one arrives. Cancelling the calling task stops the wait (the item stays
-    /// pending and is still resent).
-    public func send(id: String, topic: String, payload: [UInt8], label: String = "") async throws -> Receipt {
-        try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Receipt, any Error>) in
-                if let previous = waiters.updateValue(continuation, forKey: id) {
-                    previous.resume(throwing: CancellationError())
-                }
-                Task { await sender.send(Outgoing(id: id, topic: topic, payload: payload, label: label)) }
-            }
-        } onCancel: {
-            Task { await self.cancelWait(id) }
+    /// The payload of `message` read with `decode`; nil, and a warning naming `what`,
+    /// when it is unreadable.
+    func read<Value>(_ what: String, _ message: TransportMessage, _ decode: ([UInt8]) throws(Rejection) -> Value) -> Value? {
+        do {
+            return try decode(message.payload)
+        } catch {
+            logger.warning("unreadable \(what) on \(message.topic): \(error)")
+            return nil
         }
     }
 
-    private func cancelWait(_ id: String) {
-        waiters.removeValue(forKey: id)?.resume(throwing: CancellationError())
-    }
-
-    private func take(receiptMessage message: TransportMessage) async {
-        guard let receipt = try? Receipt.decode(message.payload).resolved else {
-            logger.warning("unreadable receipt on \(message.topic)")
-            return
-        }
-        _ = await sender.receipt(receipt)
-        if receipt.kind == .room {
-            for key in rooms.keys where rooms[key]!.replica.pendingEventIds.contains(receipt.id) {
-                rooms[key]!.replica.receipt(receipt)
-                rooms[key]!.broadcast.send(rooms[key]!.replica)
-            }
-        }
-        waiters.removeValue(forKey: receipt.id)?.resume(returning: receipt)
-    }
-
-    // MARK: Rooms
-
-    /// The room as this client sees it: a new ``RoomReplica`` value after every change
-    /// (the retained snapshot, each RoomChanges applied in order, a snapshot after a gap
-    /// or a new epoch, this client's own edits at once and their rollback on rejection).
-    /// Changes that arrive before the first snapshot are ignored; the snapshot is taken
-    /// once.
-    public func room(_ id: String) async throws -> AsyncStream<RoomReplica> {
-        if rooms[id] == nil {
-            rooms[id] = RoomWatch(replica: RoomReplica(roomId: id))
-            let state = topics.roomState(room: id)
-            let stream = try await transport.subscribe([state, topics.roomChanges(room: id)])
-            tasks.append(Task { [weak self] in
-                do {
-                    for try await message in stream { await self?.take(room: id, message, isState: message.topic == state) }
-                } catch {}
-            })
-        }
-        let (key, stream) = rooms[id]!.broadcast.listen()
-        _ = key
-        return stream
-    }
-
-    private func take(room id: String, _ message: TransportMessage, isState: Bool) {
-        guard rooms[id] != nil else { return }
-        let changed: Bool
-        if isState {
-            guard let snapshot = try? RoomSnapshot.decode(message.payload) else { return }
-            changed = rooms[id]!.replica.snapshot(snapshot)
-        } else {
-            guard let changes = try? RoomChanges.decode(message.payload) else { return }
-            changed = rooms[id]!.replica.changes(changes)
-        }
-        if changed { rooms[id]!.broadcast.send(rooms[id]!.replica) }
-    }
-
-    /// The latest replica of a room watched with ``room(_:)``.
-    public func replica(of room: String) -> RoomReplica? { rooms[room]?.replica }
-
-    /// Edits a sticker: shown at once in the room's replicas (if the room is watched),
-    /// sent until its receipt comes, rolled back if rejected. Returns the receipt.
-    public func edit(
-        _ type: EditEvent.Kind, sticker: String, in room: String, image: String? = nil, frame: Frame? = nil,
-        timestamp: Millis = WallClock.now()
-    ) async throws -> Receipt {
-        let event = EditEvent(eventId: ids.next(), type: type, stickerId: sticker, timestamp: timestamp, image: image, frame: frame)
-        return try await send(event, in: room)
-    }
-
-    /// Sends an edit event built by the app (its own eventId).
-    public func send(_ event: EditEvent, in room: String) async throws -> Receipt {
-        if rooms[room] != nil {
-            rooms[room]!.replica.applyLocal(event, as: user)
-            rooms[room]!.broadcast.send(rooms[room]!.replica)
-        }
-        return try await send(id: event.eventId, topic: topics.roomEvents(room: room, user: user),
-                              payload: event.json().serialized(), label: "\(event.type.rawValue) \(event.stickerId)")
-    }
-
-    // MARK: Conversations
-
-    /// This user's view of the conversation with `peer`: the retained snapshot once,
-    /// then each ConversationChanges applied in order, the next snapshot after a gap or
-    /// a new epoch.
-    public func conversation(with peer: String) async throws -> AsyncStream<ConversationReplica> {
-        if conversations[peer] == nil {
-            conversations[peer] = ConversationWatch(replica: ConversationReplica(user: user, peer: peer))
-            let state = topics.conversation(user: user, peer: peer)
-            let stream = try await transport.subscribe([state, topics.conversationChanges(user: user, peer: peer)])
-            tasks.append(Task { [weak self] in
-                do {
-                    for try await message in stream { await self?.take(conversation: peer, message, isState: message.topic == state) }
-                } catch {}
-            })
-        }
-        return conversations[peer]!.broadcast.listen().stream
-    }
-
-    private func take(conversation peer: String, _ message: TransportMessage, isState: Bool) {
-        guard conversations[peer] != nil else { return }
-        let changed: Bool
-        if isState {
-            guard let snapshot = try? ConversationSnapshot.decode(message.payload) else { return }
-            changed = conversations[peer]!.replica.take(snapshot)
-        } else {
-            guard let changes = try? ConversationChanges.decode(message.payload) else { return }
-            changed = conversations[peer]!.replica.apply(changes) == .applied
-        }
-        if changed { conversations[peer]!.broadcast.send(conversations[peer]!.replica) }
-    }
-
-    /// Sends a DM command (request, accept, decline, message, read, leave) to `peer` and
-    /// returns its receipt.
-    public func dm(_ type: DMCommand.Kind, to peer: String, text: String? = nil, timestamp: Millis = WallClock.now()) async throws -> Receipt {
-        let command = DMCommand(commandId: ids.next(), type: type, peer: peer, timestamp: timestamp, text: text)
-        return try await send(id: command.commandId, topic: topics.dmCommands(user: user),
-                              payload: command.json.serialized(), label: "\(type.rawValue) \(peer)")
-    }
-
-    // MARK: Workouts
-
-    /// The workout's retained snapshots, as they come (at most once a second while it
-    /// runs, at once on every status change).
-    public func workout(_ id: String) async throws -> AsyncStream<WorkoutSnapshot> {
-        if workouts[id] == nil {
-            workouts[id] = Broadcast()
-            let stream = try await transport.subscribe([topics.workoutState(user: user, workout: id)])
-            tasks.append(Task { [weak self] in
-                do {
-                    for try await message in stream {
-                        guard let snapshot = try? WorkoutSnapshot.decode(message.payload) else { continue }
-                        await self?.take(workout: id, snapshot)
-                    }
-                } catch {}
-            })
-        }
-        return workouts[id]!.listen().stream
-    }
-
-    private func take(workout id: String, _ snapshot: WorkoutSnapshot) {
-        if let current = workouts[id]?.current, current.epoch == snapshot.epoch, current.version >= snapshot.version { return }
-        workouts[id]?.send(snapshot)
-    }
-
-    /// Starts, pauses, resumes or stops a workout from `device`; returns the receipt.
-    public func control(
-        _ type: WorkoutControl.Kind, workout: String, from device: Device, mode: WorkoutMode? = nil,
-        timestamp: Millis = WallClock.now()
-    ) async throws -> Receipt {
-        let control = WorkoutControl(commandId: ids.next(), type: type, timestamp: timestamp, mode: mode)
-        return try await send(id: control.commandId, topic: topics.workoutControl(user: user, workout: workout, device: device),
-                              payload: control.json.serialized(), label: "\(type.rawValue) \(workout)")
-    }
-
-    /// Which role `device` plays in a workout, from its snapshot's origin: the origin
-    /// publishes flight data, the other device mirrors it.
-    public nonisolated func startOrigin(of device: Device, in snapshot: WorkoutSnapshot) -> StartOrigin {
-        snapshot.origin == device ? .local : .remote
-    }
-
-    /// Publishes a flight sample from the origin device, throttled to one every
-    /// ``flightInterval``; returns whether it went out. Telemetry gets a receipt only
-    /// when rejected, so it is not resent.
-    @discardableResult
-    public func publishFlight(_ flight: FlightData, workout: String, from device: Device) throws -> Bool {
-        let key = "\(workout)/\(device.rawValue)"
-        if let last = lastFlight[key], flight.timestamp - last < flightInterval { return false }
-        lastFlight[key] = flight.timestamp
-        try transport.enqueue(topics.flight(user: user, workout: workout, device: device), payload: flight.json.serialized(), retain: false)
-        return true
-    }
-
-    /// Publishes a health sample (the watch does, whichever device is origin).
-    public func publishHealth(_ health: HealthData, workout: String) throws {
-        try transport.enqueue(topics.health(user: user, workout: workout, device: .watch), payload: health.json.serialized(), retain: false)
-    }
-
-    /// The origin's flight samples, for the other device to mirror (it shows them and
-    /// takes elapsedTime from them).
-    public func mirroredFlights(workout: String, origin: Device) async throws -> AsyncStream<FlightData> {
-        try await samples(topics.flight(user: user, workout: workout, device: origin)) { try? FlightData.decode($0).get() }
-    }
-
-    /// The watch's health samples, for the phone.
-    public func healthSamples(workout: String) async throws -> AsyncStream<HealthData> {
-        try await samples(topics.health(user: user, workout: workout, device: .watch)) { try? HealthData.decode($0).get() }
-    }
-
-    private func samples<T: Sendable>(_ topic: String, _ decode: @escaping @Sendable ([UInt8]) -> T?) async throws -> AsyncStream<T> {
-        let source = try await transport.subscribe([topic])
-        let (stream, continuation) = AsyncStream<T>.makeStream(bufferingPolicy: .bufferingNewest(64))
-        let task = Task {
+    /// Subscribes to `filters` and hands each message to `take` on this actor until
+    /// the client closes.
+    func follow(_ filters: [String], _ take: @escaping @Sendable (isolated TandemClient, TransportMessage) -> Void) async throws {
+        let stream = try await transport.subscribe(filters)
+        tasks.append(Task { [weak self] in
             do {
-                for try await message in source {
-                    if let value = decode(message.payload) { continuation.yield(value) }
+                for try await message in stream {
+                    guard let self else { return }
+                    await take(self, message)
                 }
             } catch {}
-            continuation.finish()
-        }
-        continuation.onTermination = { _ in task.cancel() }
-        tasks.append(task)
-        return stream
+        })
     }
 }

@@ -47,7 +47,8 @@ public final class MQTTClient: Sendable {
     public var isConnected: Bool { core.isConnected }
 
     /// Why the last connection attempt failed or the connection dropped ("connect to
-    /// H:P failed: Connection refused ..."), nil before any problem.
+    /// H:P failed: Connection refused ..."); nil before any problem, and while an
+    /// attempt that reached the port waits for the broker's answer.
     public var lastProblem: String? { core.state.withLock { $0.lastProblem } }
 
     /// Publishes and, for QoS 1, waits for the broker's PUBACK.
@@ -298,6 +299,9 @@ final class ClientCore: @unchecked Sendable {
                 let rc = connectOnce()
                 if rc == MOSQ_ERR_SUCCESS.rawValue {
                     socketOpen = true
+                    // This attempt got through to the port: what an earlier one met
+                    // (refused, unreachable) is no longer why we are not connected.
+                    state.withLock { $0.lastProblem = nil }
                 } else if rc == MOSQ_ERR_TLS.rawValue, failTLSForGood() {
                     break
                 } else {

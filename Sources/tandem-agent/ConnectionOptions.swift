@@ -114,20 +114,20 @@ struct ConnectionOptions: ParsableArguments {
     /// `oneShot`: a command that answers once and exits (logbook, dm history) gives up
     /// on an unreachable broker after the timeout even from a terminal; so does any
     /// command whose stdin is not a terminal (a script).
-    func configuration(oneShot: Bool) throws -> AgentConfiguration {
+    func configuration(oneShot: Bool, flightInterval: Millis = 3_000) throws -> AgentConfiguration {
         let (password, tls) = try security.resolve()
         let seconds = connectTimeout ?? Self.env("TANDEM_CONNECT_TIMEOUT").flatMap(Double.init) ?? 10
         let scripted = oneShot || isatty(0) != 1
         return AgentConfiguration(
             host: resolvedHost, port: resolvedPort, username: resolvedUsername, password: password,
             topicRoot: resolvedTopicRoot, user: resolvedUser ?? "", json: json, tls: tls,
-            connectTimeout: scripted ? .milliseconds(Int64(seconds * 1000)) : nil
+            connectTimeout: scripted ? .milliseconds(Int64(seconds * 1000)) : nil, flightInterval: flightInterval
         )
     }
 
     /// Logging to stderr at the chosen level, the console, and the session (not yet
     /// connected).
-    func makeSession(oneShot: Bool) throws -> AgentSession {
+    func makeSession(oneShot: Bool, flightInterval: Millis) throws -> AgentSession {
         let level = resolvedLogLevel
         LoggingSystem.bootstrap { label in
             var handler = StreamLogHandler.standardError(label: label)
@@ -136,16 +136,18 @@ struct ConnectionOptions: ParsableArguments {
         }
         var logger = Logger(label: "tandem.agent")
         logger.logLevel = level
-        return try AgentSession(configuration: configuration(oneShot: oneShot), console: Console(json: json), logger: logger)
+        return try AgentSession(configuration: configuration(oneShot: oneShot, flightInterval: flightInterval), console: Console(json: json), logger: logger)
     }
 }
 
 /// Runs an agent body: an AgentError (or any other) becomes one line on stderr (or an
 /// error object with --json) and exit code 1; the body's own code is the exit code.
-func runAgent(_ options: ConnectionOptions, oneShot: Bool = false, _ body: (AgentSession) async throws -> Int32) async throws {
+func runAgent(
+    _ options: ConnectionOptions, oneShot: Bool = false, flightInterval: Millis = 3_000, _ body: (AgentSession) async throws -> Int32
+) async throws {
     let session: AgentSession
     do {
-        session = try options.makeSession(oneShot: oneShot)
+        session = try options.makeSession(oneShot: oneShot, flightInterval: flightInterval)
     } catch {
         Console(json: options.json).error("\(error)")
         throw ExitCode(1)

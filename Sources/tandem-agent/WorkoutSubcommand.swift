@@ -86,9 +86,9 @@ struct WorkoutCommand: AsyncParsableCommand {
         }
         let options = WorkoutOptions(
             device: device, startOrigin: startOrigin, workoutId: workout, mode: mode, route: fixes,
-            duration: duration, flightInterval: flightInterval, targetPace: targetPace)
+            duration: duration, targetPace: targetPace)
         let signals = SignalWatcher()
-        try await runAgent(connection) { session in
+        try await runAgent(connection, flightInterval: Millis((flightInterval * 1_000).rounded())) { session in
             try await WorkoutAgent(session: session, options: options).run(signals: signals.signals)
         }
     }

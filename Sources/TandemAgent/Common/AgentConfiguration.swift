@@ -19,10 +19,13 @@ public struct AgentConfiguration: Sendable {
     public var user: String
     /// One JSON object per line on stdout instead of human output.
     public var json: Bool
+    /// The least time between two flight samples published (a workout's origin device).
+    public var flightInterval: Millis
 
     public init(host: String = "127.0.0.1", port: Int = 1883, username: String? = nil, password: String? = nil,
                 topicRoot: String = Topics.defaultRoot, user: String, json: Bool = false, tls: MQTTTLS? = nil,
-                connectTimeout: Duration? = .seconds(10)) {
+                connectTimeout: Duration? = .seconds(10), flightInterval: Millis = 3_000) {
+        self.flightInterval = flightInterval
         self.tls = tls
         self.connectTimeout = connectTimeout
         self.host = host

@@ -1,17 +1,16 @@
 import TandemCore
 
-/// Follows the retained `coordinator/status` for an agent, so that a person is told
-/// once when the coordinator goes offline (edits then wait and are resent) and once
-/// when it is back, instead of seeing nothing happen.
+/// What an agent says of the coordinator's status (``TandemClient/coordinatorStatus()``):
+/// once when it goes offline (edits then wait and are resent) and once when it is back,
+/// instead of nothing happening on the screen.
 public struct CoordinatorWatch: Sendable {
     /// What the status last said (nil: nothing heard yet).
     public private(set) var online: Bool?
 
     public init() {}
 
-    /// Takes a status payload; returns the line to print, if the news is worth one.
-    public mutating func note(_ payload: [UInt8]) -> (human: String, json: JSON)? {
-        guard let now = (try? JSON.parse(payload))?["online"]?.boolValue else { return nil }
+    /// Takes a status; returns the line to print, if the news is worth one.
+    public mutating func note(online now: Bool) -> (human: String, json: JSON)? {
         defer { online = now }
         guard now != online else { return nil }
         if !now {

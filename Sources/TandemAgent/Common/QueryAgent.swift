@@ -1,6 +1,6 @@
 import TandemCore
 
-/// The one-shot modes over the request/response protocol: `dm history` and `logbook`.
+/// The one-shot modes, queries answered by the coordinator: `dm history` and `logbook`.
 public struct QueryAgent: Sendable {
     public let session: AgentSession
     private var console: Console { session.console }
@@ -9,21 +9,17 @@ public struct QueryAgent: Sendable {
         self.session = session
     }
 
-    private func ask(_ makeRequest: (String) -> JSON) async throws -> JSON {
-        let requests = RequestClient(session: session)
-        let responses = try await requests.subscribe()
+    /// Connects, asks, and closes before the answer is printed.
+    private func ask<Answer: Sendable>(_ question: (TandemClient) async throws -> Answer) async throws -> Answer {
         try await session.connect()
-        var ids = IdentifierGenerator(user: session.user)
-        let requestId = ids.next()
-        let response = try await requests.send(makeRequest(requestId), requestId: requestId, responses: responses)
+        let answer = try await question(session.client)
         await session.close()
-        return response
+        return answer
     }
 
     /// Prints one page of the conversation with `peer`, oldest first. Returns the exit code.
     public func history(peer: String, before: Millis?, limit: Int?) async throws -> Int32 {
-        let response = try await ask { DMHistoryPage.request(requestId: $0, peer: peer, before: before, limit: limit) }
-        let page = try DMHistoryPage(json: response)
+        let page = try await ask { try await $0.dmHistory(with: peer, before: before, limit: limit) }
         if console.json {
             for m in page.messages { console.object(.obj(["type": "message", "peer": .string(peer), "message": m.json])) }
             console.object(.obj(["type": "page", "peer": .string(peer), "count": .int(Int64(page.messages.count)),
@@ -44,8 +40,7 @@ public struct QueryAgent: Sendable {
 
     /// Prints the finished workouts, newest first. Returns the exit code.
     public func logbook(limit: Int?) async throws -> Int32 {
-        let response = try await ask { LogbookEntry.request(requestId: $0, limit: limit) }
-        let entries = try LogbookEntry.entries(of: response)
+        let entries = try await ask { try await $0.logbook(limit: limit) }
         if console.json {
             for e in entries { console.object(e.json.typed("workout")) }
             return 0

@@ -1,8 +1,8 @@
 import TandemCore
 
-/// What `tandem-agent dm` knows of its conversations: a ``ConversationReplica`` of each
-/// view (snapshots, kept current by ConversationChanges), and what each of them changed,
-/// for printing.
+/// What `tandem-agent dm` shows of its conversations: each view as the client last
+/// handed it over (``TandemClient/conversations()``: snapshots kept current by
+/// ConversationChanges), and what each new view changed, for printing.
 public struct ConversationBook: Sendable {
     public enum Update: Sendable, Equatable {
         /// A conversation seen for the first time.
@@ -14,10 +14,11 @@ public struct ConversationBook: Sendable {
     }
 
     public let user: String
-    public private(set) var replicas: [String: ConversationReplica] = [:]
+    /// Each view as shown, by peer (a replica only to take newer views and new epochs).
+    private var views: [String: ConversationReplica] = [:]
 
     /// Each view as it is held now, by peer.
-    public var conversations: [String: ConversationSnapshot] { replicas.compactMapValues(\.snapshot) }
+    public var conversations: [String: ConversationSnapshot] { views.compactMapValues(\.snapshot) }
 
     public init(user: String) {
         self.user = user
@@ -28,26 +29,15 @@ public struct ConversationBook: Sendable {
         conversations.values.sorted { ($0.updatedAt, $0.peer) > ($1.updatedAt, $1.peer) }.map(\.peer)
     }
 
-    /// Takes a snapshot when it is newer than what is known (or of a new epoch); returns
+    /// Takes a view when it is newer than what is shown (or of a new epoch); returns
     /// what changed, or nil when it was ignored.
-    public mutating func take(_ snapshot: ConversationSnapshot) -> [Update]? {
-        guard snapshot.user == user else { return nil }
-        var replica = replicas[snapshot.peer] ?? ConversationReplica(user: user, peer: snapshot.peer)
+    public mutating func take(_ view: ConversationSnapshot) -> [Update]? {
+        guard view.user == user else { return nil }
+        var replica = views[view.peer] ?? ConversationReplica(user: user, peer: view.peer)
         let previous = replica.snapshot
-        guard replica.take(snapshot) else { return nil }
-        replicas[snapshot.peer] = replica
-        return Self.updates(from: previous, to: snapshot, user: user)
-    }
-
-    /// Applies a ConversationChanges that follows what is held; returns what changed, or
-    /// nil when it was ignored or left a gap (the next snapshot fills it). `now` stands
-    /// for the view's `updatedAt` until that snapshot.
-    public mutating func take(_ changes: ConversationChanges, now: Millis) -> [Update]? {
-        guard changes.user == user, var replica = replicas[changes.peer] else { return nil }
-        let previous = replica.snapshot
-        guard replica.apply(changes, now: now) == .applied, let current = replica.snapshot else { return nil }
-        replicas[changes.peer] = replica
-        return Self.updates(from: previous, to: current, user: user)
+        guard replica.take(view) else { return nil }
+        views[view.peer] = replica
+        return Self.updates(from: previous, to: view, user: user)
     }
 
     static func updates(from previous: ConversationSnapshot?, to snapshot: ConversationSnapshot, user: String) -> [Update] {

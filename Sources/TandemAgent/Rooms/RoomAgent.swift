@@ -1,22 +1,27 @@
 import TandemCore
-import TandemMQTT
 
-/// `tandem-agent room --room R`: a member of one room. Shows the room from its retained
-/// snapshot and changes, shows its own edits at once (``RoomReplica``) and keeps them
-/// pending until their receipts, and prints the room whenever what it shows changes.
+/// `tandem-agent room --room R`: a member of one room. The room comes from the client's
+/// ``TandemClient/roomUpdates(_:)`` (the retained snapshot, changes in order, its own
+/// edits at once, rollbacks); this prints it whenever what it shows changes, says each
+/// rejection and each lock of ours that expired, and turns stdin lines into edits.
 public actor RoomAgent {
     public let session: AgentSession
     public let roomId: String
+    /// The room as last printed from (the client's replica as of the last update).
     private var replica: RoomReplica
-    private var ids: IdentifierGenerator
     /// The sticker of each edit still waiting for its receipt (marked in the table).
     private var pendingStickers: [String: String] = [:]
     private var started = false
     /// Input lines that could not be understood (a typo in a script): the exit code says so.
     private var badLines = 0
     private var lastShown: (version: Int64, stickers: [Sticker], pending: Set<String>)?
-    private var coordinator = CoordinatorWatch()
+    /// The last of our edits the update stream has shown, and who waits for one: a
+    /// line is done once its edit is in ``replica`` (so `show`, and --json's snapshot
+    /// of each edit, come in the order of the lines).
+    private var lastLocalEdit: String?
+    private var editWaiter: (eventId: String, continuation: CheckedContinuation<Void, Never>)?
     private var console: Console { session.console }
+    private var client: TandemClient { session.client }
 
     public static let retainedWait: Duration = .milliseconds(300)
     public static let settleTimeout: Duration = .seconds(30)
@@ -25,19 +30,24 @@ public actor RoomAgent {
         self.session = session
         self.roomId = roomId
         replica = RoomReplica(roomId: roomId)
-        ids = IdentifierGenerator(user: session.user)
     }
 
     public func run(input: AsyncStream<String>) async throws -> Int32 {
-        try await session.runInteractive(
-            topics: [session.topics.roomState(room: roomId), session.topics.roomChanges(room: roomId), session.topics.coordinatorStatus],
+        let updates = try await client.roomUpdates(roomId)
+        return try await session.runInteractive(
             input: input, settle: Self.retainedWait,
-            receipt: { await self.handle($0) },
-            message: { await self.handle($0) },
+            consumers: [{
+                for await update in updates { await self.handle(update) }
+                await self.updatesEnded()
+            }],
             start: { await self.start() },
             line: { await self.handle(line: $0) },
             finish: { await self.finish() }
         )
+    }
+
+    private func finish() async -> Int32 {
+        await session.finishScript(badLines: badLines, timeout: Self.settleTimeout)
     }
 
     private func start() {
@@ -89,28 +99,34 @@ public actor RoomAgent {
         default:
             break
         }
+        // Move and resize keep what is shown of the sticker, this agent's edits
+        // included: the client's replica, which has every edit sent so far.
+        let shown = await client.replica(of: roomId) ?? replica
+        let eventId = await client.nextId()
         let event: EditEvent
         do throws(InputError) {
-            guard let made = try parsed.event(eventId: ids.next(), timestamp: WallClock.now(), shown: replica.visibleSticker) else { return true }
+            guard let made = try parsed.event(eventId: eventId, timestamp: WallClock.now(), shown: shown.visibleSticker) else { return true }
             event = made
         } catch {
             badLines += 1
             console.error(error.message)
             return true
         }
-        if let predicted = replica.applyLocal(event, as: session.user) {
-            session.logger.info("\(event.type.rawValue) \(event.stickerId) will likely be rejected: \(predicted)")
-        }
         pendingStickers[event.eventId] = event.stickerId
-        let label = Self.label(line: line, event: event)
-        await session.sender.send(Outgoing(
-            id: event.eventId, topic: session.topics.roomEvents(room: roomId, user: session.user),
-            payload: event.json().serialized(), label: label))
-        // A person sees the room once per change: when the coordinator's changes come
-        // (or the rejection), not also for the optimistic local copy. --json keeps
-        // every state, pending ones included.
-        if console.json { show() }
+        await client.post(event, in: roomId, label: Self.label(line: line, event: event))
+        await untilShown(event.eventId)
         return true
+    }
+
+    /// Returns once the update stream has brought our edit `eventId`.
+    private func untilShown(_ eventId: String) async {
+        guard lastLocalEdit != eventId else { return }
+        await withCheckedContinuation { editWaiter = (eventId, $0) }
+    }
+
+    private func updatesEnded() {
+        editWaiter?.continuation.resume()
+        editWaiter = nil
     }
 
     private static func label(line: String, event: EditEvent) -> String {
@@ -118,78 +134,41 @@ public actor RoomAgent {
         return "\(verb) \(event.stickerId)"
     }
 
-    private func handle(_ receipt: Receipt) async {
-        guard receipt.kind == .room else { return }
-        let settlement = await session.sender.receipt(receipt)
-        guard case .unknown = settlement else {
-            replica.receipt(receipt)
-            pendingStickers.removeValue(forKey: receipt.id)
-            if case .rejected(let outgoing) = settlement {
-                console.output(
-                    human: "rejected: \(outgoing.label): \(receipt.code?.rawValue ?? "error"): \(receipt.message)",
-                    json: receipt.json.typed("receipt"))
-            } else {
-                console.object(receipt.json.typed("receipt"))
-            }
-            show()
-            return
-        }
-    }
-
-    private func handle(_ message: MQTTMessage) {
-        if message.topic == session.topics.coordinatorStatus {
-            if let news = coordinator.note(message.payload) { console.output(human: news.human, json: news.json) }
-            return
-        }
-        if message.topic.hasSuffix("/changes") {
-            guard let changes = try? RoomChanges.decode(message.payload) else {
-                session.logger.warning("unreadable room changes on \(message.topic)")
-                return
-            }
-            sayLostLocks(changes)
-            if replica.changes(changes) {
-                // Our edits the coordinator applied are no longer pending, receipt or not.
-                for change in changes.changes where change.userId == session.user {
-                    if let eventId = change.eventId { pendingStickers.removeValue(forKey: eventId) }
-                }
-            }
-        } else {
-            let snapshot: RoomSnapshot
-            do {
-                snapshot = try RoomSnapshot.decode(message.payload)
-            } catch {
-                session.logger.warning("unreadable room snapshot on \(message.topic): \(error)")
-                return
-            }
-            let epochBefore = replica.epoch
-            replica.snapshot(snapshot)
-            if let epochBefore, epochBefore != snapshot.epoch {
-                // A new epoch throws away what was pending in the replica; the sender
-                // still resends until each gets its receipt.
-                pendingStickers.removeAll()
-            }
-        }
-        show()
-    }
-
-    /// One line when a lock of ours expires under us (the lease ran out, or we were
-    /// offline past the grace period): the table alone would change without a word.
-    private func sayLostLocks(_ changes: RoomChanges) {
-        for change in changes.changes where change.type == .expire {
-            guard replica.confirmedStickers.first(where: { $0.id == change.stickerId })?.owner == session.user else { continue }
+    private func handle(_ update: RoomUpdate) {
+        replica = update.replica
+        // A lock of ours that expired under us (the lease ran out, or we were offline
+        // past the grace period): the table alone would change without a word.
+        for change in update.expiredLocks {
             console.output(
                 human: "your lock on \(change.stickerId) expired (no edit within the lease, or offline past the grace period)",
                 json: .obj(["type": "lockExpired", "stickerId": .string(change.stickerId), "version": .int(change.version)]))
         }
-    }
-
-    private func finish() async -> Int32 {
-        let abandoned = await session.sender.settle(timeout: Self.settleTimeout)
-        for outgoing in abandoned {
-            console.error("no receipt for \(outgoing.label) (\(outgoing.id)) after \(Self.settleTimeout.components.seconds) s", code: "timeout")
+        switch update.cause {
+        case .initial:
+            break
+        case .localEdit(let event, _):
+            lastLocalEdit = event.eventId
+            if let waiter = editWaiter, waiter.eventId == event.eventId {
+                editWaiter = nil
+                waiter.continuation.resume()
+            }
+            // A person sees the room once per change: when the coordinator's changes
+            // come (or the rejection), not also for the optimistic local copy. --json
+            // keeps every state, pending ones included.
+            guard console.json else { return }
+        case .receipt(let receipt, let outgoing):
+            pendingStickers.removeValue(forKey: receipt.id)
+            console.receipt(receipt, label: outgoing.label)
+        case .changes(let changes, let applied):
+            // Our edits the coordinator applied are no longer pending, receipt or not.
+            for change in changes.changes where applied && change.userId == session.user {
+                if let eventId = change.eventId { pendingStickers.removeValue(forKey: eventId) }
+            }
+        case .snapshot(_, let newEpoch):
+            // A new epoch throws away what was pending in the replica; the client still
+            // resends until each gets its receipt.
+            if newEpoch { pendingStickers.removeAll() }
         }
-        let rejected = await session.sender.rejectedCount
-        await session.close()
-        return AgentExit.code(badLines: badLines, rejected: rejected, abandoned: abandoned.count)
+        show()
     }
 }

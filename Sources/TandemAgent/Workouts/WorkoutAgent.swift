@@ -1,11 +1,11 @@
 import TandemCore
-import TandemMQTT
 
 /// `tandem-agent workout`: one device (phone or watch) of a workout, following its
 /// startOrigin.
 ///
 /// - local: sends `start`, replays the route at 1 Hz through the flight computer and
-///   publishes flight data every `flightInterval` seconds; the remote never runs GPS.
+///   publishes flight data through the client, which keeps to its `flightInterval`;
+///   the remote never runs GPS.
 /// - remote: waits for the retained state to show the workout running with the other
 ///   device as origin, then shows the origin's flight data, its elapsed time taken from
 ///   each sample and ticking locally in between.
@@ -16,7 +16,7 @@ public actor WorkoutAgent {
     public let session: AgentSession
     public let options: WorkoutOptions
     private var console: Console { session.console }
-    private var ids: IdentifierGenerator
+    private var client: TandemClient { session.client }
 
     private var snapshot: WorkoutSnapshot?
     private var runningSince: Millis?
@@ -28,8 +28,6 @@ public actor WorkoutAgent {
     // local
     private var computer: FlightComputer
     private var replay: RouteReplay?
-    private var lastPublished: FlightData?
-    private var lastPublishedAt: Millis = 0
 
     // remote
     private var lastFlight: FlightData?
@@ -45,39 +43,34 @@ public actor WorkoutAgent {
     public init(session: AgentSession, options: WorkoutOptions) {
         self.session = session
         self.options = options
-        ids = IdentifierGenerator(user: session.user)
         computer = FlightComputer(targetPace: options.targetPace)
         simulator = HealthSimulator(seed: UInt64.random(in: 0...UInt64.max))
     }
 
-    private var topics: Topics { session.topics }
-    private var user: String { session.user }
     private var workout: String { options.workoutId }
     private var device: Device { options.device }
 
     /// Runs the workout to its end. Returns the exit code.
     public func run(signals: AsyncStream<Int32>) async throws -> Int32 {
-        let receipts = try await session.subscribe([topics.receipts(user: user)])
-        let state = try await session.subscribe([topics.workoutState(user: user, workout: workout)])
-        let health = device == .phone ? try await session.subscribe([topics.health(user: user, workout: workout, device: .watch)]) : nil
+        let states = try await client.workout(workout)
+        let health = device == .phone ? try await client.healthSamples(workout: workout) : nil
+        let receipts = await client.receipts()
+        let connection = await client.connectionChanges()
         try await session.connect()
 
         return try await withThrowingTaskGroup(of: Int32?.self) { group in
-            group.addTask { await self.session.maintain(); return nil }
+            group.addTask { await self.session.reportConnection(connection); return nil }
             group.addTask {
-                for try await message in receipts {
-                    guard let receipt = self.session.decodeReceipt(message) else { continue }
-                    await self.handle(receipt)
-                }
+                for await event in receipts { await self.handle(event) }
                 return nil
             }
             group.addTask {
-                for try await message in state { await self.handleState(message) }
+                for await state in states { await self.handle(state: state) }
                 return nil
             }
             if let health {
                 group.addTask {
-                    for try await message in health { await self.handleHealth(message) }
+                    for await sample in health { await self.handle(health: sample) }
                     return nil
                 }
             }
@@ -110,27 +103,25 @@ public actor WorkoutAgent {
             try await start()
         case .remote:
             guard let origin = try await waitForRemoteStart() else { return finishedCode() }
-            let flights = try await session.subscribe([topics.flight(user: user, workout: workout, device: origin)])
+            let flights = try await client.mirroredFlights(workout: workout, origin: origin)
             Task { [weak self] in
-                for try await message in flights { await self?.handleFlight(message) }
+                for await flight in flights { await self?.handle(flight: flight) }
             }
         }
         // One tick a second, on the second of the wall clock.
         while !finished {
             let now = WallClock.now()
             try await Task.sleep(for: .milliseconds(1_000 - now % 1_000))
-            try tick(at: WallClock.now())
+            try await tick(at: WallClock.now())
         }
         return finishedCode()
     }
 
     private func start() async throws {
         let now = WallClock.now()
-        let control = WorkoutControl(commandId: ids.next(), type: .start, timestamp: now, mode: options.mode)
+        let control = WorkoutControl(commandId: await client.nextId(), type: .start, timestamp: now, mode: options.mode)
         startId = control.commandId
-        await session.sender.send(Outgoing(
-            id: control.commandId, topic: topics.workoutControl(user: user, workout: workout, device: device),
-            payload: control.json.serialized(), label: "start \(workout)"))
+        await client.post(control, workout: workout, from: device, label: "start \(workout)")
         console.line("starting \(workout) on the \(device.rawValue)\(options.mode.map { " (\($0.rawValue))" } ?? "")…")
         while startReceipt == nil {
             if WallClock.now() - now > Self.answerTimeout {
@@ -146,7 +137,7 @@ public actor WorkoutAgent {
         var replay = RouteReplay(fixes: options.route ?? DemoRoute.fixes(start: began, pace: options.targetPace ?? 330))
         replay.start(at: began)
         self.replay = replay
-        try tick(at: began)
+        try await tick(at: began)
     }
 
     /// Waits for the retained state to show the workout started by the other device.
@@ -156,7 +147,7 @@ public actor WorkoutAgent {
         while true {
             if let s = snapshot {
                 if s.status == .finished { return nil }
-                guard s.origin != device else {
+                guard client.startOrigin(of: device, in: s) == .remote else {
                     throw AgentError("\(workout) was started on this device (\(device.rawValue)); run it with --start-origin local")
                 }
                 runningSince = WallClock.now()
@@ -167,7 +158,7 @@ public actor WorkoutAgent {
         }
     }
 
-    private func tick(at now: Millis) throws {
+    private func tick(at now: Millis) async throws {
         guard !finished else { return }
         let running = snapshot?.status ?? .running == .running
         if options.startOrigin == .local, var replay {
@@ -175,23 +166,21 @@ public actor WorkoutAgent {
                 for fix in replay.due(at: now) { _ = computer.add(fix) }
                 if replay.isFinished, stopSentAt == nil {
                     console.line("route finished")
-                    sendStop()
+                    await sendStop()
                 }
             }
             self.replay = replay
-            if let current = computer.current, current != lastPublished,
-               Double(now - lastPublishedAt) >= options.flightInterval * 1_000 - 50 {
-                publishFlight(current, at: now)
-            }
+            // The client keeps to the flight interval (and never sends a sample twice).
+            if let current = computer.current { await publishFlight(current, at: now) }
         }
         if device == .watch, running {
             let sample = simulator.sample(at: now, pace: currentPace ?? 0)
             lastHealth = sample
-            try? session.client.enqueue(topics.health(user: user, workout: workout, device: .watch), payload: sample.json.serialized())
+            try? await client.publishHealth(sample, workout: workout)
             console.object(sample.json.typed("health").adding("direction", "sent"))
         }
         if let duration = options.duration, let since = runningSince, stopSentAt == nil, Double(now - since) >= duration * 1_000 {
-            sendStop()
+            await sendStop()
         }
         if let sent = stopSentAt, now - sent > Self.answerTimeout {
             throw AgentError("stop sent but the workout did not finish within \(Self.answerTimeout / 1000) s")
@@ -202,39 +191,36 @@ public actor WorkoutAgent {
         console.object(statusLine(at: now).json.adding("timestamp", .int(now)))
     }
 
-    private func publishFlight(_ flight: FlightData, at now: Millis) {
-        lastPublished = flight
-        lastPublishedAt = now
-        try? session.client.enqueue(topics.flight(user: user, workout: workout, device: device), payload: flight.json.serialized())
+    /// Publishes a flight sample through the client's throttle (`force`: past it) and
+    /// says so when it went out.
+    private func publishFlight(_ flight: FlightData, at now: Millis, force: Bool = false) async {
+        guard (try? await client.publishFlight(flight, workout: workout, from: device, force: force)) == true else { return }
         console.object(flight.json.typed("flight").adding("direction", "sent"))
         if !console.isTerminal { console.status(statusLine(at: now).text) }
     }
 
-    private func sendStop() {
+    private func sendStop() async {
         guard stopSentAt == nil, !finished else { return }
         let now = WallClock.now()
-        // The last flight first, so the summary has the distance run up to the stop.
-        if options.startOrigin == .local, let current = computer.current, current != lastPublished {
-            publishFlight(current, at: now)
-        }
         stopSentAt = now
-        let control = WorkoutControl(commandId: ids.next(), type: .stop, timestamp: now)
+        // The last flight first, so the summary has the distance run up to the stop.
+        if options.startOrigin == .local, let current = computer.current {
+            await publishFlight(current, at: now, force: true)
+        }
+        let control = WorkoutControl(commandId: await client.nextId(), type: .stop, timestamp: now)
         console.line("stopping \(workout)…")
-        let sender = session.sender
-        let outgoing = Outgoing(id: control.commandId, topic: topics.workoutControl(user: user, workout: workout, device: device),
-                                payload: control.json.serialized(), label: "stop \(workout)")
-        Task { await sender.send(outgoing) }
+        await client.post(control, workout: workout, from: device, label: "stop \(workout)")
     }
 
     /// Ctrl-C: stop a running workout; before one started, just leave. Returns an exit
     /// code when the agent should end now.
-    private func interrupted() -> Int32? {
+    private func interrupted() async -> Int32? {
         if finished { return 0 }
         if runningSince == nil {
             console.line("interrupted before the workout started")
             return 130
         }
-        sendStop()
+        await sendStop()
         return nil
     }
 
@@ -269,37 +255,24 @@ public actor WorkoutAgent {
         )
     }
 
-    private func handle(_ receipt: Receipt) async {
-        if receipt.kind == .workout, receipt.status == .rejected,
-           receipt.id.hasPrefix("flight:") || receipt.id.hasPrefix("health:") {
+    private func handle(_ event: ReceiptEvent) {
+        switch event {
+        case .telemetryRejected(let receipt):
             console.output(human: "rejected \(receipt.id): \(receipt.code?.rawValue ?? "error"): \(receipt.message)",
                            json: receipt.json.typed("receipt"))
-            return
-        }
-        guard receipt.kind == .workout else { return }
-        switch await session.sender.receipt(receipt) {
-        case .unknown:
-            return
-        case .acknowledged(let outgoing), .rejected(let outgoing):
-            if outgoing.id == startId { startReceipt = receipt }
-            if receipt.status == .rejected, outgoing.id != startId {
-                console.output(human: "rejected: \(outgoing.label): \(receipt.code?.rawValue ?? "error"): \(receipt.message)",
-                               json: receipt.json.typed("receipt"))
-            } else {
+        case .settled(let outgoing, let receipt):
+            guard receipt.kind == .workout else { return }
+            if outgoing.id == startId {
+                // A rejected start ends the agent with its own message (start()).
+                startReceipt = receipt
                 console.object(receipt.json.typed("receipt"))
+            } else {
+                console.receipt(receipt, label: outgoing.label)
             }
         }
     }
 
-    private func handleState(_ message: MQTTMessage) {
-        let new: WorkoutSnapshot
-        do {
-            new = try WorkoutSnapshot.decode(message.payload)
-        } catch {
-            session.logger.warning("unreadable workout state: \(error)")
-            return
-        }
-        if let old = snapshot, old.epoch == new.epoch, new.version <= old.version { return }
+    private func handle(state new: WorkoutSnapshot) {
         let previous = snapshot?.status
         snapshot = new
         guard previous != new.status else { return }
@@ -315,18 +288,14 @@ public actor WorkoutAgent {
         }
     }
 
-    private func handleFlight(_ message: MQTTMessage) {
-        guard case .success(let flight) = FlightData.decode(message.payload) else { return }
-        if let lastFlight, flight.timestamp <= lastFlight.timestamp { return }
+    private func handle(flight: FlightData) {
         lastFlight = flight
         lastFlightAt = WallClock.now()
         console.object(flight.json.typed("flight").adding("direction", "received"))
         if !console.isTerminal { console.status(statusLine(at: lastFlightAt).text) }
     }
 
-    private func handleHealth(_ message: MQTTMessage) {
-        guard case .success(let health) = HealthData.decode(message.payload) else { return }
-        if let lastHealth, health.timestamp <= lastHealth.timestamp { return }
+    private func handle(health: HealthData) {
         lastHealth = health
         console.object(health.json.typed("health").adding("direction", "received"))
     }

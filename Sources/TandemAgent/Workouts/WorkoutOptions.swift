@@ -11,19 +11,18 @@ public struct WorkoutOptions: Sendable {
     public var route: [GPSFix]?
     /// Send stop after this many seconds of running.
     public var duration: Double?
-    /// Seconds between published flight samples (local).
-    public var flightInterval: Double
     public var targetPace: Double?
 
+    /// (The interval between published flight samples is the client's:
+    /// ``AgentConfiguration/flightInterval``.)
     public init(device: Device, startOrigin: StartOrigin, workoutId: String, mode: WorkoutMode? = nil, route: [GPSFix]? = nil,
-                duration: Double? = nil, flightInterval: Double = 3, targetPace: Double? = nil) {
+                duration: Double? = nil, targetPace: Double? = nil) {
         self.device = device
         self.startOrigin = startOrigin
         self.workoutId = workoutId
         self.mode = mode
         self.route = route
         self.duration = duration
-        self.flightInterval = flightInterval
         self.targetPace = targetPace
     }
 }

@@ -18,12 +18,14 @@ public struct LogbookEntry: Sendable, Equatable {
         self.summary = summary
     }
 
+    /// The `logbook` request (`limit` default 50, at most 200 by the protocol).
     public static func request(requestId: String, limit: Int?) -> JSON {
         var members: [JSON.Member] = [.init("requestId", .string(requestId)), .init("type", "logbook")]
         if let limit { members.append(.init("limit", .int(Int64(limit)))) }
         return .object(members)
     }
 
+    /// Reads one entry of a response's `workouts`.
     public init(json: JSON) throws(Rejection) {
         guard case .object = json else { throw .invalid("a logbook entry must be an object") }
         let reader = PayloadReader(object: json)
@@ -43,6 +45,7 @@ public struct LogbookEntry: Sendable, Equatable {
         return out
     }
 
+    /// The entry as the response holds it.
     public var json: JSON {
         .obj([
             "workoutId": .string(workoutId),

@@ -25,6 +25,7 @@ public struct DMHistoryPage: Sendable, Equatable {
         return .object(members)
     }
 
+    /// Reads a `dmHistory` response.
     public init(json: JSON) throws(Rejection) {
         let reader = PayloadReader(object: json)
         peer = (try? reader.string("peer")) ?? ""

@@ -1,0 +1,109 @@
+import TandemCore
+
+extension TandemClient {
+    // MARK: Conversations
+
+    /// This user's view of the conversation with `peer`: the retained snapshot once,
+    /// then each ConversationChanges applied in order, the next snapshot after a gap or
+    /// a new epoch. A listener that falls behind skips to the latest views.
+    public func conversation(with peer: String) async throws -> AsyncStream<ConversationReplica> {
+        if conversations[peer] == nil, allConversations == nil {
+            watch(peer: peer)
+            try await follow([topics.conversation(user: user, peer: peer), topics.conversationChanges(user: user, peer: peer)]) {
+                $0.take(conversation: $1)
+            }
+        }
+        watch(peer: peer)
+        return conversations[peer]!.replicas.listen()
+    }
+
+    /// Every conversation of this user, as ``conversation(with:)`` sees each: one
+    /// ``ConversationReplica`` (with its `peer`) after every change of any of them,
+    /// starting with those already held. Nothing is dropped.
+    public func conversations() async throws -> AsyncStream<ConversationReplica> {
+        if allConversations == nil {
+            allConversations = Broadcast(buffering: .unbounded)
+            try await follow([topics.conversations(user: user), topics.allConversationChanges(user: user)]) {
+                $0.take(conversation: $1)
+            }
+        }
+        let held = conversations.values.map(\.replica).filter { $0.epoch != nil }.sorted { $0.peer < $1.peer }
+        return allConversations!.listen(first: held)
+    }
+
+    /// Waits until no conversation is behind, at most `timeout`. A conversation is
+    /// behind when its changes left a gap: the next snapshot fills it, and snapshots
+    /// are paced to one a second, so what a peer just sent may be a second away.
+    /// Returns whether every conversation caught up.
+    public func conversationsCaughtUp(timeout: Duration) async -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while conversations.values.contains(where: { $0.behindUntil != nil }), ContinuousClock.now < deadline {
+            do { try await Task.sleep(for: .milliseconds(50)) } catch { break }
+        }
+        return !conversations.values.contains { $0.behindUntil != nil }
+    }
+
+    /// Sends a DM command (request, accept, decline, message, read, leave) to `peer` and
+    /// returns its receipt.
+    public func dm(_ type: DMCommand.Kind, to peer: String, text: String? = nil, timestamp: Millis = WallClock.now()) async throws -> Receipt {
+        let command = DMCommand(commandId: ids.next(), type: type, peer: peer, timestamp: timestamp, text: text)
+        return try await receipt(of: command.commandId) { post(command) }
+    }
+
+    /// Sends a DM command without waiting; its receipt comes on ``receipts()``.
+    /// `label` defaults to "type peer".
+    @discardableResult
+    public func post(_ command: DMCommand, label: String? = nil) -> Outgoing {
+        post(id: command.commandId, topic: topics.dmCommands(user: user), payload: command.json.serialized(),
+             label: label ?? "\(command.type.rawValue) \(command.peer)")
+    }
+
+    private func watch(peer: String) {
+        if conversations[peer] == nil {
+            conversations[peer] = ConversationWatch(replica: ConversationReplica(user: user, peer: peer))
+        }
+    }
+
+    /// A snapshot or ConversationChanges of one of this user's views: which one is said
+    /// by the level after `conversations/` (`{peer}` or `{peer}/changes`).
+    private func take(conversation message: TransportMessage) {
+        let prefix = topics.conversation(user: user, peer: "")
+        guard message.topic.hasPrefix(prefix) else { return }
+        if message.topic.dropFirst(prefix.count).contains("/") {
+            take(conversationChanges: message)
+        } else {
+            take(conversationSnapshot: message)
+        }
+    }
+
+    private func take(conversationSnapshot message: TransportMessage) {
+        guard let snapshot = read("conversation snapshot", message, ConversationSnapshot.decode), snapshot.user == user else { return }
+        watch(peer: snapshot.peer)
+        let taken = conversations[snapshot.peer]!.replica.take(snapshot)
+        changed(peer: snapshot.peer, taken)
+    }
+
+    private func take(conversationChanges message: TransportMessage) {
+        guard let changes = read("conversation changes", message, ConversationChanges.decode), changes.user == user else { return }
+        watch(peer: changes.peer)
+        // Changes do not carry the coordinator's updatedAt: this clock stands for it
+        // until the next snapshot.
+        let outcome = conversations[changes.peer]!.replica.apply(changes, now: WallClock.now())
+        let held = conversations[changes.peer]!.replica
+        if outcome == .gap, held.epoch != nil, held.version < changes.fromVersion {
+            conversations[changes.peer]!.behindUntil = max(conversations[changes.peer]!.behindUntil ?? 0, changes.toVersion)
+        }
+        changed(peer: changes.peer, outcome == .applied)
+    }
+
+    /// Clears a gap the view has caught up with and tells the listeners when it changed.
+    private func changed(peer: String, _ changed: Bool) {
+        let replica = conversations[peer]!.replica
+        if let target = conversations[peer]!.behindUntil, replica.version >= target {
+            conversations[peer]!.behindUntil = nil
+        }
+        guard changed else { return }
+        conversations[peer]!.replicas.send(replica)
+        allConversations?.send(replica)
+    }
+}

@@ -1,0 +1,102 @@
+import TandemCore
+
+extension TandemClient {
+    // MARK: Rooms
+
+    /// The room as this client sees it: a new ``RoomReplica`` value after every change
+    /// (the retained snapshot, each RoomChanges applied in order, a snapshot after a gap
+    /// or a new epoch, this client's own edits at once and their rollback on rejection).
+    /// Changes that arrive before the first snapshot are ignored; the snapshot is taken
+    /// once. A listener that falls behind skips to the latest replicas.
+    public func room(_ id: String) async throws -> AsyncStream<RoomReplica> {
+        try await watch(room: id)
+        return rooms[id]!.replicas.listen()
+    }
+
+    /// The same room as ``room(_:)``, one ``RoomUpdate`` per change with its cause:
+    /// for an app that says why the room changed (a rejection and its rollback, a lock
+    /// of this user's that expired) and not only what it looks like. Nothing is
+    /// dropped; a room already held starts with an ``RoomUpdate/Cause/initial`` update.
+    public func roomUpdates(_ id: String) async throws -> AsyncStream<RoomUpdate> {
+        try await watch(room: id)
+        let replica = rooms[id]!.replica
+        let held = replica.epoch != nil || !replica.pendingEventIds.isEmpty
+        return rooms[id]!.updates.listen(first: held ? [RoomUpdate(cause: .initial, replica: replica)] : [])
+    }
+
+    private func watch(room id: String) async throws {
+        guard rooms[id] == nil else { return }
+        rooms[id] = RoomWatch(replica: RoomReplica(roomId: id))
+        let state = topics.roomState(room: id)
+        try await follow([state, topics.roomChanges(room: id)]) { client, message in
+            if message.topic == state {
+                client.take(room: id, snapshot: message)
+            } else {
+                client.take(room: id, changes: message)
+            }
+        }
+    }
+
+    private func take(room id: String, snapshot message: TransportMessage) {
+        guard rooms[id] != nil, let snapshot = read("room snapshot", message, RoomSnapshot.decode) else { return }
+        let epochBefore = rooms[id]!.replica.epoch
+        guard rooms[id]!.replica.snapshot(snapshot) else { return }
+        let newEpoch = epochBefore != nil && epochBefore != snapshot.epoch
+        changed(room: id, .snapshot(snapshot, newEpoch: newEpoch))
+    }
+
+    private func take(room id: String, changes message: TransportMessage) {
+        guard rooms[id] != nil, let changes = read("room changes", message, RoomChanges.decode) else { return }
+        // Whose locks these expire is a question about the room before them.
+        let held = rooms[id]!.replica.confirmedStickers
+        let expired = changes.changes.filter { change in
+            change.type == .expire && held.first(where: { $0.id == change.stickerId })?.owner == user
+        }
+        let applied = rooms[id]!.replica.changes(changes)
+        changed(room: id, .changes(changes, applied: applied), expiredLocks: expired, replicaChanged: applied)
+    }
+
+    /// Tells the room's listeners: every update to ``roomUpdates(_:)``, the replica to
+    /// ``room(_:)`` when it changed.
+    func changed(room id: String, _ cause: RoomUpdate.Cause, expiredLocks: [RoomChange] = [], replicaChanged: Bool = true) {
+        let replica = rooms[id]!.replica
+        if replicaChanged { rooms[id]!.replicas.send(replica) }
+        rooms[id]!.updates.send(RoomUpdate(cause: cause, replica: replica, expiredLocks: expiredLocks))
+    }
+
+    /// The latest replica of a room watched with ``room(_:)`` or ``roomUpdates(_:)``,
+    /// this client's edits included from the moment they are sent.
+    public func replica(of room: String) -> RoomReplica? { rooms[room]?.replica }
+
+    /// Edits a sticker: shown at once in the room's replicas (if the room is watched),
+    /// sent until its receipt comes, rolled back if rejected. Returns the receipt.
+    public func edit(
+        _ type: EditEvent.Kind, sticker: String, in room: String, image: String? = nil, frame: Frame? = nil,
+        timestamp: Millis = WallClock.now()
+    ) async throws -> Receipt {
+        let event = EditEvent(eventId: ids.next(), type: type, stickerId: sticker, timestamp: timestamp, image: image, frame: frame)
+        return try await send(event, in: room)
+    }
+
+    /// Sends an edit event built by the app (its own eventId) and returns its receipt.
+    public func send(_ event: EditEvent, in room: String, label: String? = nil) async throws -> Receipt {
+        try await receipt(of: event.eventId) { post(event, in: room, label: label) }
+    }
+
+    /// Sends an edit event without waiting: shown at once in the room's replicas (if
+    /// the room is watched), its receipt on ``receipts()`` and ``roomUpdates(_:)``.
+    /// `label` defaults to "type sticker".
+    @discardableResult
+    public func post(_ event: EditEvent, in room: String, label: String? = nil) -> Outgoing {
+        if rooms[room] != nil {
+            let predicted = rooms[room]!.replica.applyLocal(event, as: user)
+            if let predicted {
+                logger.info("\(event.type.rawValue) \(event.stickerId) will likely be rejected: \(predicted)")
+            }
+            changed(room: room, .localEdit(event, predicted: predicted))
+            roomOfEdit[event.eventId] = room
+        }
+        return post(id: event.eventId, topic: topics.roomEvents(room: room, user: user), payload: event.json().serialized(),
+                    label: label ?? "\(event.type.rawValue) \(event.stickerId)")
+    }
+}
