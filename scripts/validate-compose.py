@@ -33,7 +33,11 @@ CONTRACT_ENV = {
     "TANDEM_PRESENCE_GRACE_SECONDS", "TANDEM_LOG_LEVEL", "TANDEM_CLIENT_ID",
     "TANDEM_MQTT_PASSWORD_FILE", "TANDEM_MQTT_CA_FILE", "TANDEM_MQTT_CERT_FILE",
     "TANDEM_MQTT_KEY_FILE", "TANDEM_METRICS_PORT", "TANDEM_METRICS_HOST",
+    "TANDEM_LEADER_LEASE_SECONDS", "TANDEM_INSTANCE_ID", "TANDEM_LOG_FORMAT",
 }
+# libpq's own variables, which the coordinator honours the way libpq does for a
+# PostgreSQL URL without a password (docs/OPERATIONS.md).
+LIBPQ_ENV = {"PGPASSFILE", "PGPASSWORD", "PGUSER"}
 
 
 def fatal(message):
@@ -88,6 +92,10 @@ def environment_of(service):
     return env
 
 
+def database_of(service):
+    return str(environment_of(service).get("TANDEM_DATABASE", ""))
+
+
 def check_services(compose, problems):
     services = compose.get("services") or {}
     broker = services.get("broker")
@@ -121,15 +129,42 @@ def check_services(compose, problems):
     if context not in (".", "./") or dockerfile != "Dockerfile":
         problems.append("docker-compose.yml: coordinator must be built from ./Dockerfile "
                         "with the repository as context")
-    env = environment_of(coordinator)
-    for name in sorted(set(env) - CONTRACT_ENV):
-        problems.append(f"docker-compose.yml: coordinator sets {name}, "
-                        "which the operating contract does not define")
-    if env.get("TANDEM_MQTT_HOST") != "broker":
-        problems.append("docker-compose.yml: coordinator needs TANDEM_MQTT_HOST=broker")
-    depends = coordinator.get("depends_on") or {}
-    if "broker" not in depends:
-        problems.append("docker-compose.yml: coordinator must depend on broker")
+    # Every service running the coordinator's image: on PostgreSQL there are several.
+    coordinators = {name: service for name, service in services.items()
+                    if service.get("image") == coordinator.get("image") or service.get("build")}
+    instance_ids = []
+    for name, service in sorted(coordinators.items()):
+        env = environment_of(service)
+        for variable in sorted(set(env) - CONTRACT_ENV - LIBPQ_ENV):
+            problems.append(f"docker-compose.yml: {name} sets {variable}, "
+                            "which the operating contract does not define")
+        if env.get("TANDEM_MQTT_HOST") != "broker":
+            problems.append(f"docker-compose.yml: {name} needs TANDEM_MQTT_HOST=broker")
+        depends = service.get("depends_on") or {}
+        if "broker" not in depends:
+            problems.append(f"docker-compose.yml: {name} must depend on broker")
+        database = str(env.get("TANDEM_DATABASE", ""))
+        if database.startswith(("postgres://", "postgresql://")):
+            if "postgres" not in depends:
+                problems.append(f"docker-compose.yml: {name} uses PostgreSQL but does not depend on the postgres service")
+            if re.match(r"postgres(ql)?://[^/@]*:[^/@]*@", database):
+                problems.append(f"docker-compose.yml: {name} has a password in TANDEM_DATABASE; use a secret (PGPASSFILE)")
+        instance_ids.append(env.get("TANDEM_INSTANCE_ID"))
+    if len(coordinators) > 1:
+        if any(database_of(s) != database_of(coordinator) for s in coordinators.values()):
+            problems.append("docker-compose.yml: the coordinators must share one database")
+        if not all(database_of(s).startswith(("postgres://", "postgresql://")) for s in coordinators.values()):
+            problems.append("docker-compose.yml: several coordinators need PostgreSQL (one coordinator owns a SQLite file)")
+        if None in instance_ids or len(set(instance_ids)) != len(instance_ids):
+            problems.append("docker-compose.yml: each coordinator needs its own TANDEM_INSTANCE_ID")
+    postgres = services.get("postgres")
+    if postgres is not None:
+        if not str(postgres.get("image", "")).startswith("postgres:"):
+            problems.append("docker-compose.yml: postgres must run the official postgres image")
+        if not postgres.get("healthcheck"):
+            problems.append("docker-compose.yml: postgres needs a healthcheck (the coordinators wait for it)")
+        if not any(str(v).endswith(":/var/lib/postgresql/data") for v in postgres.get("volumes", [])):
+            problems.append("docker-compose.yml: postgres needs a volume at /var/lib/postgresql/data")
 
 
 def dockerfile_instructions(text):
