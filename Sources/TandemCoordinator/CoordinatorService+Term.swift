@@ -2,6 +2,7 @@ import Logging
 import ServiceLifecycle
 import TandemCore
 import TandemMQTT
+import TandemStore
 
 /// What a leader does while it leads: recover the state, connect with the shared client
 /// id, go online, run the pipeline, and on a shutdown drain it.
@@ -17,13 +18,39 @@ extension CoordinatorService {
         case shutdown
         /// The leader lease is gone (``LeaseFence``): stop at once, commit and publish nothing.
         case leaseLost(String)
+        /// The batch in flight committed (nil) or failed.
+        case committed((any Error)?)
+    }
+
+    /// Pipelined group commit: at most one batch commits at a time, on the store's own
+    /// executor, while the pipeline goes on ingesting. The next batch is taken when that
+    /// commit is done and takes everything due by then, so batches grow with load by
+    /// themselves. What a batch produced is published only after its own commit, in
+    /// batch order; an answer given at once while a batch commits (a duplicate's
+    /// `original`, a rejection's version) may describe that batch's state, so it is
+    /// held and published right after it.
+    struct CommitPipeline {
+        struct InFlight {
+            var publications: [Publication]
+            var events: Int
+            var started: ContinuousClock.Instant
+            /// nil when the commit succeeded, else its error.
+            var task: Task<(any Error)?, Never>
+        }
+
+        var inFlight: InFlight?
+        /// Immediate answers that wait for the batch in flight.
+        var held: [Publication] = []
+
+        var isCommitting: Bool { inFlight != nil }
     }
 
     /// Leads with `store` until a shutdown (drained, `.shutdown`) or until `fence` is
     /// lost (`.leaseLost`: nothing more committed or published). `fence` nil: the
     /// SQLite owner, whose term never ends. Closes the store. Throws what stops the
     /// process (a failed commit, a refused connection).
-    func lead(store: any CoordinatorStore, term: Int64, fence: LeaseFence?) async throws -> TermEnd {
+    /// `checkpointer`: SQLite's WAL checkpoints, run beside the pipeline every half second.
+    func lead(store: any CoordinatorStore, term: Int64, fence: LeaseFence?, checkpointer: TandemStore? = nil) async throws -> TermEnd {
         let startedAt = WallClock.now()
         var engine: Engine
         let reader: any CoordinatorStore
@@ -93,7 +120,9 @@ extension CoordinatorService {
         var failure: (any Error)?
         var end = TermEnd.shutdown
         do {
-            end = try await pipeline(engine: &engine, client: client, store: store, reader: reader, inbound: inbound, startedAt: startedAt, term: term, fence: fence)
+            end = try await pipeline(
+                engine: &engine, client: client, store: store, reader: reader, inbound: inbound, startedAt: startedAt,
+                term: term, fence: fence, checkpointer: checkpointer)
         } catch {
             if let lost = fence?.lostReason {
                 end = .leaseLost(lost)
@@ -136,7 +165,7 @@ extension CoordinatorService {
 
     private func pipeline(
         engine: inout Engine, client: MQTTClient, store: any CoordinatorStore, reader: any CoordinatorStore,
-        inbound: MQTTSubscription, startedAt: Millis, term: Int64, fence: LeaseFence?
+        inbound: MQTTSubscription, startedAt: Millis, term: Int64, fence: LeaseFence?, checkpointer: TandemStore?
     ) async throws -> TermEnd {
         let (inputs, feed) = AsyncStream.makeStream(of: Input.self)
         fence?.whenLost { reason in feed.yield(.leaseLost(reason)) }
@@ -167,6 +196,18 @@ extension CoordinatorService {
                     feed.yield(.metricsTick)
                 }
             }
+            if let checkpointer {
+                group.addTask { [logger] in
+                    while !Task.isCancelled {
+                        try await Task.sleep(for: .milliseconds(500))
+                        do {
+                            try await checkpointer.checkpoint()
+                        } catch {
+                            logger.warning("WAL checkpoint failed", error: error)
+                        }
+                    }
+                }
+            }
             defer { group.cancelAll() }
 
             let timer = DeadlineTimer(feed: feed)
@@ -175,6 +216,7 @@ extension CoordinatorService {
             if let deadline = engine.nextDeadline { timer.schedule(at: deadline) }
             var connections = 0
             var end = TermEnd.shutdown
+            var commits = CommitPipeline()
             try await withGracefulShutdownHandler {
                 loop: for await input in inputs {
                     let now = WallClock.now()
@@ -182,8 +224,23 @@ extension CoordinatorService {
                     case .message(let message):
                         let immediate = engine.ingest(topic: message.topic, payload: message.payload, now: now)
                         exporter.observe(engine)
-                        send(immediate, via: client, metrics: &engine.metrics)
+                        if commits.isCommitting {
+                            commits.held += immediate
+                        } else {
+                            send(immediate, via: client, metrics: &engine.metrics)
+                        }
                         for query in engine.takeQueries() { queryFeed.yield(query) }
+                    case .committed(let failure):
+                        guard let done = commits.inFlight else { break }
+                        commits.inFlight = nil
+                        if let failure {
+                            exporter.storeFailed(.commit)
+                            throw failure
+                        }
+                        committed(done, engine: &engine)
+                        send(done.publications, via: client, metrics: &engine.metrics)
+                        send(commits.held, via: client, metrics: &engine.metrics)
+                        commits.held = []
                     case .connection(.connected(let sessionPresent)):
                         connections += 1
                         connectionChanged(up: true, reconnect: connections > 1)
@@ -221,9 +278,27 @@ extension CoordinatorService {
                         end = .leaseLost(fence.lostReason ?? "the lease ran out")
                         break loop
                     }
-                    if let deadline = engine.nextDeadline, deadline <= WallClock.now() {
+                    if !commits.isCommitting, let deadline = engine.nextDeadline, deadline <= WallClock.now() {
                         let step = engine.step(now: WallClock.now())
-                        try await commit(step, engine: &engine, store: store, client: client)
+                        exporter.observe(engine)
+                        if step.batch.isEmpty {
+                            // Nothing to persist (paced snapshots, a republished chunk): every
+                            // state they show is committed already.
+                            send(step.publications, via: client, metrics: &engine.metrics)
+                        } else {
+                            let batch = step.batch
+                            let task = Task { () -> (any Error)? in
+                                do {
+                                    try await store.commit(batch)
+                                    feed.yield(.committed(nil))
+                                    return nil
+                                } catch {
+                                    feed.yield(.committed(error))
+                                    return error
+                                }
+                            }
+                            commits.inFlight = .init(publications: step.publications, events: batch.events.count, started: .now, task: task)
+                        }
                     }
                     if let deadline = engine.nextDeadline {
                         timer.schedule(at: deadline)
@@ -233,11 +308,38 @@ extension CoordinatorService {
             } onGracefulShutdown: {
                 feed.yield(.shutdown)
             }
+            // A batch still committing: wait for it (the store must not close under it).
+            // On a shutdown, publish what it produced and what waited behind it; with the
+            // lease lost, publish nothing.
+            if let done = commits.inFlight {
+                let failure = await done.task.value
+                if let failure {
+                    exporter.storeFailed(.commit)
+                    throw failure
+                }
+                if case .shutdown = end {
+                    committed(done, engine: &engine)
+                    send(done.publications, via: client, metrics: &engine.metrics)
+                    send(commits.held, via: client, metrics: &engine.metrics)
+                }
+            }
             return end
         }
     }
 
-    /// Persists a step's batch in one transaction, then publishes what it produced.
+    /// Counts a batch that committed (its time includes the wait on the store's executor).
+    private func committed(_ done: CommitPipeline.InFlight, engine: inout Engine) {
+        let elapsed = ContinuousClock.now - done.started
+        exporter.committed(after: elapsed, events: done.events)
+        let ms = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
+        engine.metrics.batches += 1
+        engine.metrics.commitMillisTotal += ms
+        engine.metrics.commitMillisMax = max(engine.metrics.commitMillisMax, ms)
+        exporter.observe(engine)
+    }
+
+    /// Persists a step's batch in one transaction, then publishes what it produced
+    /// (the drain at shutdown: the pipeline's own batches go through ``CommitPipeline``).
     func commit(_ step: Engine.Step, engine: inout Engine, store: any CoordinatorStore, client: MQTTClient) async throws {
         if !step.batch.isEmpty {
             let clock = ContinuousClock()

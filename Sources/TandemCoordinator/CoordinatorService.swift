@@ -60,9 +60,13 @@ public final class CoordinatorService: Service {
         // without touching the broker (it would kick the owner off the shared client id).
         let owner: DatabaseOwnerLock
         let store: TandemStore
+        let checkpointer: TandemStore
         do {
             owner = try DatabaseOwnerLock.acquire(path: path)
-            store = try TandemStore.open(path: path)
+            // Commits never checkpoint the WAL themselves: a connection of its own does,
+            // beside them (off the hot path).
+            store = try TandemStore.open(path: path, checkpoints: .separate)
+            checkpointer = try TandemStore.openCheckpointer(path: path)
         } catch {
             logger.critical("cannot open the database", error: error, metadata: ["database": "\(path)"])
             throw error
@@ -72,11 +76,13 @@ public final class CoordinatorService: Service {
         announcer.announce(.leader(term: 0))
         defer { withExtendedLifetime(owner) {} }
         do {
-            _ = try await lead(store: store, term: 0, fence: nil)
+            _ = try await lead(store: store, term: 0, fence: nil, checkpointer: checkpointer)
         } catch {
+            await checkpointer.close()
             await announcer.stop()
             throw error
         }
+        await checkpointer.close()
         await announcer.stop()
     }
 

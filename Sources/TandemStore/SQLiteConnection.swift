@@ -29,6 +29,10 @@ public final class SQLiteConnection {
         public var synchronous: Synchronous = .normal
         /// Open read-only (backups, inspection). Read-only connections skip the WAL pragma.
         public var readOnly = false
+        /// Whether a commit may checkpoint the WAL itself (SQLite's default, every 1000
+        /// pages). Off, the writer never pays for a checkpoint: another connection runs
+        /// them (`TandemStore.checkpoint()`).
+        public var autoCheckpoint = true
         public init() {}
     }
 
@@ -65,6 +69,7 @@ public final class SQLiteConnection {
                 }
             }
             try execute("PRAGMA synchronous=\(options.synchronous.rawValue)")
+            if !options.autoCheckpoint { try execute("PRAGMA wal_autocheckpoint=0") }
             try execute("PRAGMA foreign_keys=ON")
         } catch var error as SQLiteError {
             close()

@@ -4,10 +4,11 @@ import TandemCore
 /// Tandem's database: the one owner of one `SQLiteConnection`.
 ///
 /// Everything crosses the actor boundary as Sendable values (`StoreBatch`, `EntityRow`,
-/// ...); the connection never leaves. Calls are synchronous SQLite work run on the actor:
-/// each holds a cooperative thread for as long as SQLite takes (a batch commit in WAL mode
-/// with `synchronous=NORMAL` is well under a millisecond; see `SQLiteConnection` for
-/// durability).
+/// ...); the connection never leaves. Calls are synchronous SQLite work run on the actor,
+/// whose executor is a serial dispatch queue of its own (`QueueExecutor`) rather than Swift's cooperative
+/// pool: a commit that waits on the disk, on the busy timeout or on a checkpoint blocks
+/// one dispatch thread, never one of the few threads the pipeline and everything else
+/// run on (two on a 2-core machine). See `SQLiteConnection` for durability.
 public actor TandemStore {
     /// Made once when the database was created; every snapshot carries it.
     public nonisolated let epoch: String
@@ -15,16 +16,40 @@ public actor TandemStore {
     public nonisolated let createdAt: Millis
     public nonisolated let path: String
     private let connection: SQLiteConnection
+    private let executor: QueueExecutor
+
+    public nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
 
     /// Opens the database at `path`, creating it and its parent directory if missing, and
     /// brings the schema up to date.
     ///
     /// Throws `SQLiteError` when the file cannot be opened or is not a (sound) database,
     /// and `MigrationError` when it was written by a newer Tandem.
-    public static func open(path: String, synchronous: SQLiteConnection.Synchronous = .normal) throws -> TandemStore {
+    ///
+    /// `checkpoints`: `.automatic` lets a commit checkpoint the WAL when it has grown
+    /// (SQLite's default); `.separate` leaves that to a checkpointer
+    /// (``openCheckpointer(path:)``), so that no commit ever waits for one.
+    public static func open(
+        path: String, synchronous: SQLiteConnection.Synchronous = .normal, checkpoints: Checkpoints = .automatic
+    ) throws -> TandemStore {
         var options = SQLiteConnection.Options()
         options.synchronous = synchronous
+        options.autoCheckpoint = checkpoints == .automatic
         return try TandemStore(path: path, migrations: migrations, options: options)
+    }
+
+    public enum Checkpoints: Sendable {
+        case automatic
+        case separate
+    }
+
+    /// A connection that only checkpoints (``checkpoint()``), beside a writer opened with
+    /// `checkpoints: .separate`: the WAL is copied into the database off the commit path,
+    /// on a dispatch thread of its own, while the writer goes on appending.
+    public static func openCheckpointer(path: String) throws -> TandemStore {
+        var options = SQLiteConnection.Options()
+        options.autoCheckpoint = false
+        return try TandemStore(path: path, migrations: nil, options: options)
     }
 
     /// A second, read-only connection to a database another `TandemStore` keeps open
@@ -34,7 +59,7 @@ public actor TandemStore {
     public static func openReader(path: String) throws -> TandemStore {
         var options = SQLiteConnection.Options()
         options.readOnly = true
-        return try TandemStore(path: path, migrations: [], options: options)
+        return try TandemStore(path: path, migrations: nil, options: options)
     }
 
     /// Opens with a chosen migration list: tests use it to build an older schema.
@@ -42,13 +67,13 @@ public actor TandemStore {
         try TandemStore(path: path, migrations: migrations, options: SQLiteConnection.Options())
     }
 
-    private init(path: String, migrations: [Migration], options: SQLiteConnection.Options) throws {
+    private init(path: String, migrations: [Migration]?, options: SQLiteConnection.Options) throws {
         let connection: SQLiteConnection
         let values: [String: String]
         do {
             if !options.readOnly { try Platform.createParentDirectory(of: path) }
             connection = try SQLiteConnection(path: path, options: options)
-            if !options.readOnly { try connection.migrate(migrations) }
+            if let migrations { try connection.migrate(migrations) }
             let meta = try connection.query("SELECT key, value FROM meta WHERE key IN ('epoch', 'created_at')") {
                 ($0.text(0), $0.text(1))
             }
@@ -65,6 +90,7 @@ public actor TandemStore {
         self.createdAt = values["created_at"].flatMap { Millis($0) } ?? 0
         self.path = path
         self.connection = connection
+        self.executor = QueueExecutor(label: "tandem.store \(options.readOnly ? "reader" : "writer") \(path)")
     }
 
     /// Closes the database. Every later call throws (`SQLITE_MISUSE`, "the connection is closed").
@@ -147,6 +173,15 @@ public actor TandemStore {
             average_pace = excluded.average_pace, average_heart_rate = excluded.average_heart_rate,
             max_heart_rate = excluded.max_heart_rate
         """
+
+    /// `PRAGMA wal_checkpoint(PASSIVE)`: copies as much of the WAL into the database as
+    /// it can without waiting for readers or the writer (which goes on appending);
+    /// returns the WAL's size in pages and how many of them are now checkpointed. The
+    /// writer starts the WAL over at its next commit once all of it is.
+    @discardableResult
+    public func checkpoint() throws -> (walPages: Int, checkpointed: Int) {
+        try connection.queryOne("PRAGMA wal_checkpoint(PASSIVE)") { (Int($0.int64(1)), Int($0.int64(2))) } ?? (0, 0)
+    }
 
     /// Forgets seen ids first seen before `olderThan`; returns how many.
     public func pruneSeenIds(olderThan: Millis) throws -> Int {
