@@ -53,9 +53,11 @@ extension CoordinatorService {
     func lead(store: any CoordinatorStore, term: Int64, fence: LeaseFence?, checkpointer: TandemStore? = nil) async throws -> TermEnd {
         let startedAt = WallClock.now()
         var engine: Engine
+        // Recovery's `now` is both clocks at once: the tick reads like the wall clock.
+        let recoveredAt = clock.tick()
         let reader: any CoordinatorStore
         do {
-            engine = try await Recovery.engine(configuration: configuration, store: store, now: startedAt)
+            engine = try await Recovery.engine(configuration: configuration, store: store, now: recoveredAt)
             reader = try await store.queryReader()
         } catch {
             await store.close()
@@ -115,7 +117,7 @@ extension CoordinatorService {
         // Every snapshot again (the broker may have lost its retained copies, or the last
         // leader's late copies may be there), in chunks from the pipeline's steps so that
         // they never all sit in memory at once.
-        engine.startRepublishing(now: WallClock.now())
+        engine.startRepublishing(now: clock.tick())
 
         var failure: (any Error)?
         var end = TermEnd.shutdown
@@ -144,7 +146,7 @@ extension CoordinatorService {
         // Drain: nothing new is taken; what waits in the reorder buffer is applied now,
         // committed, and published with the last snapshots.
         if failure == nil {
-            let last = engine.flush(now: WallClock.now())
+            let last = engine.flush(at: clock.now())
             do {
                 try await commit(last, engine: &engine, store: store, client: client)
             } catch {
@@ -210,7 +212,7 @@ extension CoordinatorService {
             }
             defer { group.cancelAll() }
 
-            let timer = DeadlineTimer(feed: feed)
+            let timer = DeadlineTimer(feed: feed, clock: clock)
             // Work may be due before any message arrives (the republishing after a start,
             // leases that ran out while we were down).
             if let deadline = engine.nextDeadline { timer.schedule(at: deadline) }
@@ -219,10 +221,10 @@ extension CoordinatorService {
             var commits = CommitPipeline()
             try await withGracefulShutdownHandler {
                 loop: for await input in inputs {
-                    let now = WallClock.now()
+                    let now = clock.now()
                     switch input {
                     case .message(let message):
-                        let immediate = engine.ingest(topic: message.topic, payload: message.payload, now: now)
+                        let immediate = engine.ingest(topic: message.topic, payload: message.payload, at: now)
                         exporter.observe(engine)
                         if commits.isCommitting {
                             commits.held += immediate
@@ -260,7 +262,7 @@ extension CoordinatorService {
                         }
                         break loop
                     case .metricsTick:
-                        let metrics = engine.metricsPublication(uptimeSeconds: Double(now - startedAt) / 1000)
+                        let metrics = engine.metricsPublication(uptimeSeconds: Double(now.tick - clock.anchorWall) / 1000)
                         client.enqueueLogged(metrics.topic, payload: metrics.payload, qos: .atMostOnce, retain: true, logger: logger)
                         exporter.mirror()
                     case .queryFailed:
@@ -278,8 +280,8 @@ extension CoordinatorService {
                         end = .leaseLost(fence.lostReason ?? "the lease ran out")
                         break loop
                     }
-                    if !commits.isCommitting, let deadline = engine.nextDeadline, deadline <= WallClock.now() {
-                        let step = engine.step(now: WallClock.now())
+                    if !commits.isCommitting, let deadline = engine.nextDeadline, deadline <= clock.tick() {
+                        let step = engine.step(at: clock.now())
                         exporter.observe(engine)
                         if step.batch.isEmpty {
                             // Nothing to persist (paced snapshots, a republished chunk): every
@@ -363,7 +365,7 @@ extension CoordinatorService {
     }
 
     func send(_ publications: [Publication], via client: MQTTClient, metrics: inout Metrics) {
-        let now = WallClock.now()
+        let now = clock.tick()
         for p in publications {
             sending(p, now: now)
             do {

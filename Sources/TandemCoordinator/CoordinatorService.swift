@@ -29,6 +29,8 @@ public final class CoordinatorService: Service {
     public let health: HealthState
     /// Where the engine's counters and the service's timings go (MetricsExporter.swift).
     let exporter: MetricsExporter
+    /// Wall time for the wire, a monotonic tick for every deadline.
+    let clock = CoordinatorClock()
 
     public init(
         configuration: CoordinatorConfiguration, logger: Logger, health: HealthState? = nil,
@@ -229,24 +231,28 @@ public final class CoordinatorService: Service {
 }
 
 /// Wakes the pipeline at the engine's next deadline (reorder window, lease, grace,
-/// throttled snapshot). Only an earlier deadline than the one pending schedules anew.
+/// throttled snapshot), on the monotonic tick: a wall clock stepped by an hour neither
+/// delays a wake-up nor brings one forward. Only an earlier deadline than the one
+/// pending schedules anew.
 final class DeadlineTimer: Sendable {
     let feed: AsyncStream<CoordinatorService.Input>.Continuation
+    let clock: CoordinatorClock
     let pending = Mutex<Millis?>(nil)
 
-    init(feed: AsyncStream<CoordinatorService.Input>.Continuation) {
+    init(feed: AsyncStream<CoordinatorService.Input>.Continuation, clock: CoordinatorClock) {
         self.feed = feed
+        self.clock = clock
     }
 
     func schedule(at deadline: Millis) {
         let needed = pending.withLock { current -> Bool in
-            if let current, current <= deadline, current > WallClock.now() - 1000 { return false }
+            if let current, current <= deadline, current > clock.tick() - 1000 { return false }
             current = deadline
             return true
         }
         guard needed else { return }
         Task { [self] in
-            let delay = deadline - WallClock.now()
+            let delay = deadline - clock.tick()
             if delay > 0 { try? await Task.sleep(for: .milliseconds(delay)) }
             self.pending.withLock { if $0 == deadline { $0 = nil } }
             self.feed.yield(.tick)

@@ -37,7 +37,7 @@ extension Engine {
         }
         var conversation = conversations[key] ?? Conversation(key: key)
         let before = conversation.views
-        let outcome = conversation.apply(command, from: user, now: now)
+        let outcome = conversation.apply(command, from: user, now: wall)
         if outcome.changed {
             var messages = outcome.newMessages
             if !outcome.markedRead.isEmpty {

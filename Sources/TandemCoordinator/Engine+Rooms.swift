@@ -52,14 +52,14 @@ extension Engine {
         while let next = leaseDeadlines.min, next.at <= now {
             _ = leaseDeadlines.removeMin()
             guard let deadline = rooms[next.roomId]?.nextLeaseDeadline, deadline <= now else { continue }
-            let expired = rooms[next.roomId]!.expireLeases(now: now)
+            let expired = rooms[next.roomId]!.expireLeases(now: now, stamp: wall)
             for change in expired { changes.room(next.roomId, change) }
             metrics.lockExpiries += expired.count
             trackLease(of: rooms[next.roomId]!)
         }
         for user in presence.takeExpired(now: now) {
             for roomId in rooms.keys.sorted() where rooms[roomId]!.stickers.contains(where: { $0.owner == user }) {
-                let expired = rooms[roomId]!.expireLocks(ownedBy: user, now: now)
+                let expired = rooms[roomId]!.expireLocks(ownedBy: user, now: now, stamp: wall)
                 for change in expired { changes.room(roomId, change) }
                 metrics.lockExpiries += expired.count
             }

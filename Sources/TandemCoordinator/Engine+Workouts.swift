@@ -65,7 +65,7 @@ extension Engine {
             changes.workouts.insert(key)
             if let workout = workouts[key], workout.status == .finished, let summary = workout.summary {
                 batch.logbook.append(LogbookRow(
-                    userId: user, workoutId: workoutId, startedAt: workout.startedAt, endedAt: workout.endedAt ?? now,
+                    userId: user, workoutId: workoutId, startedAt: workout.startedAt, endedAt: workout.endedAt ?? wall,
                     origin: workout.origin.rawValue, mode: workout.mode.rawValue, distance: summary.distance,
                     elapsedTime: summary.elapsedTime, averagePace: summary.averagePace,
                     averageHeartRate: summary.averageHeartRate, maxHeartRate: summary.maxHeartRate))
@@ -88,7 +88,7 @@ extension Engine {
             workoutLastPublished[key] = now
             step.batch.entities.append(EntityRow(
                 kind: EntityKind.workout, key: key.description, version: workout.version,
-                body: workout.persisted().serialized(), updatedAt: now))
+                body: workout.persisted().serialized(), updatedAt: wall))
             step.publications.append(workoutSnapshot(workout))
         }
     }

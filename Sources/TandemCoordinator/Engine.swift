@@ -141,6 +141,10 @@ public struct Engine {
         public var request: ClientRequest
     }
 
+    /// The wall clock at the current ingest or step (``Now``); every `now` inside the
+    /// engine is the tick.
+    var wall: Millis = 0
+
     /// What ingest decided that must be persisted with the next step (telemetry).
     var pendingBatch = StoreBatch()
     var lastSeenPrune: Millis
@@ -152,6 +156,7 @@ public struct Engine {
         self.buffer = ReorderBuffer(window: configuration.reorderWindowMs)
         self.presence = PresenceTracker(grace: configuration.presenceGraceMs)
         self.lastSeenPrune = now
+        self.wall = now
     }
 
     // MARK: Recovery
@@ -224,9 +229,47 @@ public struct Engine {
 
     // MARK: Ingest
 
-    /// Takes one inbound message. Returns what can be published at once: rejections of
-    /// unreadable input and duplicates (they change nothing, so need no commit).
+    /// The two clocks the engine reads (``CoordinatorClock`` in the service makes them).
+    ///
+    /// `tick` measures every deadline: reorder windows, lock leases, presence grace, the
+    /// rate limit, snapshot pacing and throttles. It is monotonic (never stepped by NTP or
+    /// an operator) and anchored to the wall clock at start, so it reads like wall time,
+    /// and deadlines persisted in the store (lock leases) mean the same after a restart.
+    /// `wall` is what goes on the wire and into the store as a time of day: clamped
+    /// timestamps, `updatedAt`, an expiry's stamp, the event log's `at`, when an id was
+    /// first seen. A wall clock stepped an hour either way then moves those times, never
+    /// a deadline.
+    public struct Now: Sendable, Equatable {
+        public var wall: Millis
+        public var tick: Millis
+
+        public init(wall: Millis, tick: Millis) {
+            self.wall = wall
+            self.tick = tick
+        }
+
+        /// One clock for both (tests, tools).
+        public init(_ millis: Millis) {
+            self.init(wall: millis, tick: millis)
+        }
+    }
+
+    /// Takes one inbound message at `now`. Returns what can be published at once:
+    /// rejections of unreadable input and duplicates (they change nothing, so need no
+    /// commit).
+    public mutating func ingest(topic: String, payload: [UInt8], at now: Now) -> [Publication] {
+        wall = now.wall
+        return route(topic: topic, payload: payload, now: now.tick)
+    }
+
+    /// ``ingest(topic:payload:at:)`` with one clock for both (tests, benchmarks).
     public mutating func ingest(topic: String, payload: [UInt8], now: Millis) -> [Publication] {
+        wall = now
+        return route(topic: topic, payload: payload, now: now)
+    }
+
+    /// `now` is the tick (deadlines); ``wall`` is set.
+    private mutating func route(topic: String, payload: [UInt8], now: Millis) -> [Publication] {
         metrics.messagesIn += 1
         guard let route = topics.parseInbound(topic) else {
             metrics.dropped += 1
@@ -301,10 +344,11 @@ public struct Engine {
         if !takeToken(for: item.user, now: now) {
             return [receipt(.rejected(id: item.id, kind: kind, Self.rateLimited, version: currentVersion), to: item.user, arrivedAt: now)]
         }
-        seen[key] = SeenEntry(at: now, inBuffer: true)
+        seen[key] = SeenEntry(at: wall, inBuffer: true)
         var item = item
         item.arrival = now
-        let clamped = ReorderBuffer<Buffered>.clamp(timestamp: timestamp, now: now, maxSkew: configuration.maxSkewMs)
+        // Skew is judged against the wall clock: timestamps are times of day.
+        let clamped = ReorderBuffer<Buffered>.clamp(timestamp: timestamp, now: wall, maxSkew: configuration.maxSkewMs)
         if clamped != timestamp {
             metrics.clampedTimestamps += 1
             item.setTimestamp(clamped)
@@ -351,15 +395,27 @@ public struct Engine {
         return deadline
     }
 
+    /// Applies what the reorder window lets go at `now`, runs expiry and pacing: one batch.
+    public mutating func step(at now: Now) -> Step {
+        wall = now.wall
+        let released = buffer.release(now: now.tick)
+        return apply(released, now: now.tick)
+    }
+
+    /// ``step(at:)`` with one clock for both (tests, benchmarks).
     public mutating func step(now: Millis) -> Step {
-        let released = buffer.release(now: now)
-        return apply(released, now: now)
+        step(at: Now(now))
     }
 
     /// Applies everything still waiting without waiting out the window (shutdown).
-    public mutating func flush(now: Millis) -> Step {
+    public mutating func flush(at now: Now) -> Step {
+        wall = now.wall
         let released = buffer.releaseAll()
-        return apply(released, now: now)
+        return apply(released, now: now.tick)
+    }
+
+    public mutating func flush(now: Millis) -> Step {
+        flush(at: Now(now))
     }
 
     mutating func apply(_ released: [Buffered], now: Millis) -> Step {
@@ -386,7 +442,7 @@ public struct Engine {
             }
             let key = SeenKey(user: item.user, id: item.id)
             let original = Receipt.Original(receipt)
-            var entry = seen[key] ?? SeenEntry(at: now)
+            var entry = seen[key] ?? SeenEntry(at: wall)
             entry.original = original
             entry.inBuffer = false
             let copies = entry.waitingCopies
@@ -394,7 +450,7 @@ public struct Engine {
             seen[key] = entry
             step.batch.seenIds.append(SeenId(userId: item.user, id: item.id, kind: receipt.kind, seenAt: entry.at, original: original))
             step.batch.events.append(EventLogRow(
-                at: now, kind: receipt.kind, userId: item.user, target: target, id: item.id,
+                at: wall, kind: receipt.kind, userId: item.user, target: target, id: item.id,
                 status: receipt.status, code: receipt.code, version: receipt.version, payload: item.payload))
             receipts.append(self.receipt(receipt, to: item.user, arrivedAt: item.arrival, target: target))
             for _ in 0..<Int(copies) {
@@ -510,7 +566,7 @@ public struct Engine {
     mutating func pruneSeenIfDue(now: Millis) {
         guard now - lastSeenPrune >= 3_600_000 else { return }
         lastSeenPrune = now
-        let cutoff = now - configuration.seenIdRetentionMs
+        let cutoff = wall - configuration.seenIdRetentionMs
         seen = seen.filter { $0.value.at >= cutoff }
         buckets = buckets.filter { !$0.value.isFull(now: now) }
     }

@@ -28,14 +28,23 @@ public final class CoordinatorProcess: Sendable {
     /// `arguments` are added to the connection flags (e.g. `--lock-lease-seconds 1`).
     /// `databasePath` puts the database somewhere else than beside the logs (a small or
     /// read-only file system in the storage fault tests).
-    public static func start(broker: MosquittoBroker, arguments: [String] = [], databaseDirectory: String? = nil, databasePath: String? = nil) async throws -> CoordinatorProcess {
+    /// `environment` is added to the process's (libfaketime's variables, say).
+    public static func start(
+        broker: MosquittoBroker, arguments: [String] = [], databaseDirectory: String? = nil, databasePath: String? = nil,
+        environment: [String: String] = [:]
+    ) async throws -> CoordinatorProcess {
         let directory = try databaseDirectory ?? makeTemporaryDirectory(prefix: "coordinator-")
-        let process = CoordinatorProcess(broker: broker, databasePath: databasePath ?? directory + "/tandem.sqlite", arguments: arguments, logPath: directory + "/coordinator.log")
+        let process = CoordinatorProcess(
+            broker: broker, databasePath: databasePath ?? directory + "/tandem.sqlite", arguments: arguments,
+            logPath: directory + "/coordinator.log", environment: environment)
         try await process.start()
         return process
     }
 
-    init(broker: MosquittoBroker, databasePath: String, arguments: [String], logPath: String) {
+    let environment: [String: String]
+
+    init(broker: MosquittoBroker, databasePath: String, arguments: [String], logPath: String, environment: [String: String] = [:]) {
+        self.environment = environment
         self.broker = broker
         self.databasePath = databasePath
         self.extraArguments = arguments
@@ -57,9 +66,17 @@ public final class CoordinatorProcess: Sendable {
     /// `startedAt` from this start.
     public func start() async throws {
         let before = Int64(Date().timeIntervalSince1970 * 1000) - 1
+        // With a preloaded library (libfaketime) the binary starts through /usr/bin/env:
+        // libfaketime's constructor edits the environment of the first preloaded process
+        // it runs in, and a Swift binary that is that process then finds no arguments
+        // (the runtime locates them next to the environment). Through env, env is it.
+        let binary = Self.binary("tandem-coordinator")
+        let (executable, arguments) = environment["LD_PRELOAD"] == nil
+            ? (binary, connectionArguments + extraArguments)
+            : ("/usr/bin/env", [binary] + connectionArguments + extraArguments)
         let child = try ChildProcess(
-            Self.binary("tandem-coordinator"), connectionArguments + extraArguments,
-            addingEnvironment: ["TANDEM_LOG_LEVEL": "debug"],
+            executable, arguments,
+            addingEnvironment: ["TANDEM_LOG_LEVEL": "debug"].merging(environment) { _, given in given },
             standardOutput: logPath + ".\(before).out", standardError: logPath + ".\(before).err")
         current.set(child)
         let watcher = try await TestPeer.connect(broker: broker, user: "coordinator-watcher-\(UInt32.random(in: 0...UInt32.max))", asCoordinatorWatcher: true)

@@ -115,7 +115,7 @@ public final class TestPeer: Sendable {
             if matching.count >= count { return matching[count - 1] }
             try await Task.sleep(for: .milliseconds(10))
         }
-        throw PeerError.timedOut("\(user) got no receipt \(count) for \(id) within \(timeout); receipts so far: \(receipts.map(\.text))")
+        throw PeerError.timedOut("\(user) got no receipt \(count) for \(id) within \(timeout); \(receipts.count) receipts so far, the last: \(receipts.suffix(5).map(\.text))")
     }
 
     /// Waits until the retained room state reaches `version` (or later).

@@ -155,23 +155,25 @@ public struct RoomState: Sendable {
     /// Releases every lock whose lease deadline is at or before `now`, earliest first
     /// (ties in creation order): one `expire` change (and one version) each, the
     /// sticker's `updatedAt` = `now`.
-    public mutating func expireLeases(now: Millis) -> [RoomChange] {
+    /// `stamp`: the time of day the expiry is stamped with (`updatedAt`; default `now`),
+    /// when deadlines run on another clock than the wire's.
+    public mutating func expireLeases(now: Millis, stamp: Millis? = nil) -> [RoomChange] {
         var changes: [RoomChange] = []
         while let top = leaseQueue.min, top.deadline <= now {
             leaseQueue.popMin()
             guard slots[top.slot].isLive, slots[top.slot].lease == top.deadline else { continue }
-            changes.append(expireLock(top.slot, now: now))
+            changes.append(expireLock(top.slot, now: stamp ?? now))
         }
         settleLeaseQueue()
         return changes
     }
 
     /// Releases every lock `user` holds (their presence grace ran out), in creation order.
-    public mutating func expireLocks(ownedBy user: String, now: Millis) -> [RoomChange] {
+    public mutating func expireLocks(ownedBy user: String, now: Millis, stamp: Millis? = nil) -> [RoomChange] {
         guard leaseCount > 0 else { return [] }
         var changes: [RoomChange] = []
         for index in slots.indices where slots[index].isLive && slots[index].lease != nil && slots[index].sticker.owner == user {
-            changes.append(expireLock(index, now: now))
+            changes.append(expireLock(index, now: stamp ?? now))
         }
         settleLeaseQueue()
         return changes
