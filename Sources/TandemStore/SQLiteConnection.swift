@@ -71,6 +71,9 @@ public final class SQLiteConnection {
             try execute("PRAGMA synchronous=\(options.synchronous.rawValue)")
             if !options.autoCheckpoint { try execute("PRAGMA wal_autocheckpoint=0") }
             try execute("PRAGMA foreign_keys=ON")
+            // Statement journals and other temporary data in memory, not in files that a
+            // batch would create, write and unlink.
+            try execute("PRAGMA temp_store=MEMORY")
         } catch var error as SQLiteError {
             close()
             // Name the file: "PRAGMA journal_mode=WAL" alone does not say which database is bad.
