@@ -29,151 +29,120 @@ import TestSupport
         }
     }
 
-    @Test(.timeLimit(.minutes(3)))
-    func aStandbyTakesOverFromAKilledLeaderFiveTimesAndNothingIsLost() async throws {
-        let url = try await Self.freshDatabase()
+    /// A fresh database, the shipped broker, `instances` coordinators on them and three
+    /// clients under load for `duration`, while `fault` breaks something; then
+    /// ``verifyLoad`` against the database's event log. `fault` runs beside the load and
+    /// returns a line for the summary.
+    static func underLoad(
+        room: String, instances: [String] = ["c1", "c2"], duration: Duration = .seconds(12), workouts: Bool = true,
+        label: String, _ fault: @escaping @Sendable (CoordinatorCluster, MosquittoBroker) async throws -> String
+    ) async throws {
+        let url = try await freshDatabase()
         try await withBroker(.shipped) { broker in
             let cluster = try await CoordinatorCluster.start(
-                broker: broker, databaseURL: url, instances: ["c1", "c2", "c3"], arguments: Self.arguments)
+                broker: broker, databaseURL: url, instances: instances, arguments: arguments)
             let (peers, plans) = try await CrashRecoveryTests.setUp(
-                broker: broker, room: "failover", seed: UInt64.random(in: 0...UInt64.max), duration: .seconds(22),
-                workouts: true)
-
-            let killer = Task { () throws -> [Duration] in
-                var takeovers: [Duration] = []
-                for _ in 0..<5 {
-                    try await Task.sleep(for: .milliseconds(Int.random(in: 600...1_400)))
-                    let leader = try #require(cluster.leader)
-                    let killedAt = ContinuousClock.now
-                    await cluster.kill(leader.instance)
-                    let next = try await cluster.waitForLeader(after: leader.term, timeout: .seconds(Int(Self.leaseSeconds) + 8))
-                    takeovers.append(ContinuousClock.now - killedAt)
-                    #expect(next.instance != leader.instance)
-                    #expect(next.term == leader.term + 1)
-                    // The killed one comes back as a standby: three processes again.
-                    try cluster.launch(leader.instance)
-                }
-                return takeovers
-            }
+                broker: broker, room: room, seed: UInt64.random(in: 0...UInt64.max), duration: duration, workouts: workouts)
+            let breaking = Task { try await fault(cluster, broker) }
             let reports = await CrashRecoveryTests.drive(peers, plans)
-            let takeovers = try await killer.value
-            #expect(takeovers.count == 5)
-            let ms = takeovers.map { Double($0.components.seconds) * 1000 + Double($0.components.attoseconds) / 1e15 }.sorted()
-            print("FailoverTests: 5 SIGKILLs of the leader, takeover (kill to the new leader's online status) \(ms.map { "\(Int($0)) ms" }.joined(separator: ", ")); lease \(Self.leaseSeconds) s")
-
+            print("FailoverTests: \(try await breaking.value)")
             try await verifyLoad(
-                reports: reports, peers: peers, room: "failover", broker: broker, label: "leader SIGKILLed 5 times, 3 coordinators on PostgreSQL",
-                stop: { await Self.stopAll(cluster) }, eventLog: { try await readEventLog(postgres: url) })
+                reports: reports, peers: peers, room: room, broker: broker, label: label,
+                stop: { await stopAll(cluster) }, eventLog: { try await readEventLog(postgres: url) })
+        }
+    }
+
+    @Test(.timeLimit(.minutes(3)))
+    func aStandbyTakesOverFromAKilledLeaderFiveTimesAndNothingIsLost() async throws {
+        try await Self.underLoad(
+            room: "failover", instances: ["c1", "c2", "c3"], duration: .seconds(22),
+            label: "leader SIGKILLed 5 times, 3 coordinators on PostgreSQL"
+        ) { cluster, _ in
+            var takeovers: [Double] = []
+            for _ in 0..<5 {
+                try await Task.sleep(for: .milliseconds(Int.random(in: 600...1_400)))
+                let leader = try #require(cluster.leader)
+                let killedAt = ContinuousClock.now
+                await cluster.kill(leader.instance)
+                let next = try await cluster.waitForLeader(after: leader.term, timeout: .seconds(Int(Self.leaseSeconds) + 8))
+                let took = ContinuousClock.now - killedAt
+                takeovers.append(Double(took.components.seconds) * 1000 + Double(took.components.attoseconds) / 1e15)
+                #expect(next.instance != leader.instance)
+                #expect(next.term == leader.term + 1)
+                // The killed one comes back as a standby: three processes again.
+                try cluster.launch(leader.instance)
+            }
+            #expect(takeovers.count == 5)
+            return "5 SIGKILLs of the leader, takeover (kill to the new leader's online status) \(takeovers.sorted().map { "\(Int($0)) ms" }.joined(separator: ", ")); lease \(Self.leaseSeconds) s"
         }
     }
 
     @Test(.timeLimit(.minutes(2)))
     func aFrozenLeaderWakesUpAsAStandbyAndSaysNothingMore() async throws {
-        let url = try await Self.freshDatabase()
-        try await withBroker(.shipped) { broker in
-            let cluster = try await CoordinatorCluster.start(
-                broker: broker, databaseURL: url, instances: ["c1", "c2"], arguments: Self.arguments)
-            let (peers, plans) = try await CrashRecoveryTests.setUp(
-                broker: broker, room: "frozen", seed: UInt64.random(in: 0...UInt64.max), duration: .seconds(12), workouts: true)
+        try await Self.underLoad(room: "frozen", label: "leader SIGSTOPped for twice the lease") { cluster, _ in
+            try await Task.sleep(for: .seconds(2))
+            let frozen = try #require(cluster.leader)
+            let stoppedAt = ContinuousClock.now
+            cluster.signal(frozen.instance, SIGSTOP)
+            let next = try await cluster.waitForLeader(after: frozen.term, timeout: .seconds(Int(Self.leaseSeconds) + 8))
+            #expect(next.instance != frozen.instance)
+            // Frozen for twice the lease, then woken while the other one leads.
+            try await Task.sleep(until: stoppedAt + .seconds(2 * Self.leaseSeconds))
+            let statusesBefore = cluster.statusHistory.count
+            cluster.signal(frozen.instance, SIGCONT)
 
-            let freezer = Task { () throws -> (frozen: String, next: CoordinatorCluster.Leader) in
-                try await Task.sleep(for: .seconds(2))
-                let frozen = try #require(cluster.leader)
-                let stoppedAt = ContinuousClock.now
-                cluster.signal(frozen.instance, SIGSTOP)
-                let next = try await cluster.waitForLeader(after: frozen.term, timeout: .seconds(Int(Self.leaseSeconds) + 8))
-                #expect(next.instance != frozen.instance)
-                // Frozen for twice the lease, then woken while the other one leads.
-                try await Task.sleep(until: stoppedAt + .seconds(2 * Self.leaseSeconds))
-                let statusesBefore = cluster.statusHistory.count
-                cluster.signal(frozen.instance, SIGCONT)
-
-                // It says why it stopped, and announces itself as a standby.
-                let deadline = ContinuousClock.now + .seconds(10)
-                while ContinuousClock.now < deadline,
-                      !cluster.currentLog(frozen.instance).contains("lost the leader lease of term \(frozen.term)")
-                        || cluster.announcement(frozen.instance)?["role"]?.stringValue != "standby" {
-                    try await Task.sleep(for: .milliseconds(50))
-                }
-                let log = cluster.currentLog(frozen.instance)
-                #expect(log.contains("lost the leader lease of term \(frozen.term)"), "\(log.suffix(3000))")
-                #expect(cluster.announcement(frozen.instance)?["role"]?.stringValue == "standby")
-                // Two more seconds: the frozen one published no status, and did not take
-                // the shared client id back (the leader's connection was never taken over).
-                try await Task.sleep(for: .seconds(2))
-                let later = cluster.statusHistory.dropFirst(statusesBefore)
-                #expect(!later.contains { $0["instance"]?.stringValue == frozen.instance }, "\(later.map(\.text))")
-                #expect(cluster.leader == next)
-                let leaderLog = cluster.currentLog(next.instance)
-                #expect(!leaderLog.contains("MQTT connection lost"), "\(leaderLog.suffix(2000))")
-                return (frozen.instance, next)
+            // It says why it stopped, and announces itself as a standby.
+            let deadline = ContinuousClock.now + .seconds(10)
+            while ContinuousClock.now < deadline,
+                  !cluster.currentLog(frozen.instance).contains("lost the leader lease of term \(frozen.term)")
+                    || cluster.announcement(frozen.instance)?["role"]?.stringValue != "standby" {
+                try await Task.sleep(for: .milliseconds(50))
             }
-            let reports = await CrashRecoveryTests.drive(peers, plans)
-            let (frozen, next) = try await freezer.value
-            print("FailoverTests: \(frozen) frozen for \(2 * Self.leaseSeconds) s; \(next.instance) took over with term \(next.term)")
-
-            try await verifyLoad(
-                reports: reports, peers: peers, room: "frozen", broker: broker, label: "leader SIGSTOPped for twice the lease",
-                stop: { await Self.stopAll(cluster) }, eventLog: { try await readEventLog(postgres: url) })
+            let log = cluster.currentLog(frozen.instance)
+            #expect(log.contains("lost the leader lease of term \(frozen.term)"), "\(log.suffix(3000))")
+            #expect(cluster.announcement(frozen.instance)?["role"]?.stringValue == "standby")
+            // Two more seconds: the frozen one published no status, and did not take
+            // the shared client id back (the leader's connection was never taken over).
+            try await Task.sleep(for: .seconds(2))
+            let later = cluster.statusHistory.dropFirst(statusesBefore)
+            #expect(!later.contains { $0["instance"]?.stringValue == frozen.instance }, "\(later.map(\.text))")
+            #expect(cluster.leader == next)
+            let leaderLog = cluster.currentLog(next.instance)
+            #expect(!leaderLog.contains("MQTT connection lost"), "\(leaderLog.suffix(2000))")
+            return "\(frozen.instance) frozen for \(2 * Self.leaseSeconds) s; \(next.instance) took over with term \(next.term)"
         }
     }
 
     @Test(.timeLimit(.minutes(2)))
     func restartingPostgreSQLUnderLoadLosesNothingAndAppliesNothingTwice() async throws {
         let server = try PostgresServer.suiteServer()
-        let url = try await Self.freshDatabase()
-        try await withBroker(.shipped) { broker in
-            let cluster = try await CoordinatorCluster.start(
-                broker: broker, databaseURL: url, instances: ["c1", "c2"], arguments: Self.arguments)
-            let (peers, plans) = try await CrashRecoveryTests.setUp(
-                broker: broker, room: "pgrestart", seed: UInt64.random(in: 0...UInt64.max), duration: .seconds(12), workouts: true)
+        try await Self.underLoad(room: "pgrestart", label: "PostgreSQL restarted twice") { cluster, _ in
             let first = try #require(cluster.leader)
-
-            let restarter = Task { () throws -> Int in
-                for at in [3.0, 7.0] {
-                    try await Task.sleep(for: .milliseconds(Int(at * 1000) - (at == 3 ? 0 : 3000)))
-                    try await server.restart()
-                }
-                return 2
-            }
-            let reports = await CrashRecoveryTests.drive(peers, plans)
-            let restarts = try await restarter.value
+            try await Task.sleep(for: .seconds(3))
+            try await server.restart()
+            try await Task.sleep(for: .seconds(4))
+            try await server.restart()
             let last = try await cluster.waitForLeader(after: 0, timeout: .seconds(10))
-            print("FailoverTests: PostgreSQL restarted \(restarts) times; leader before \(first.instance) term \(first.term), after \(last.instance) term \(last.term)")
-
-            try await verifyLoad(
-                reports: reports, peers: peers, room: "pgrestart", broker: broker, label: "PostgreSQL restarted twice",
-                stop: { await Self.stopAll(cluster) }, eventLog: { try await readEventLog(postgres: url) })
+            return "PostgreSQL restarted twice; leader before \(first.instance) term \(first.term), after \(last.instance) term \(last.term)"
         }
     }
 
     @Test(.timeLimit(.minutes(2)))
     func aBrokerRestartKeepsTheSameLeader() async throws {
-        let url = try await Self.freshDatabase()
-        try await withBroker(.shipped) { broker in
-            let cluster = try await CoordinatorCluster.start(
-                broker: broker, databaseURL: url, instances: ["c1", "c2"], arguments: Self.arguments)
-            let (peers, plans) = try await CrashRecoveryTests.setUp(
-                broker: broker, room: "brokerrestart", seed: UInt64.random(in: 0...UInt64.max), duration: .seconds(10))
+        try await Self.underLoad(
+            room: "brokerrestart", duration: .seconds(10), workouts: false, label: "broker restarted beside a standby"
+        ) { cluster, broker in
             let leader = try #require(cluster.leader)
             let standby = try #require(cluster.instances.first { $0 != leader.instance })
-
-            let restarter = Task {
-                try await Task.sleep(for: .seconds(3))
-                try await broker.restart()
-            }
-            let reports = await CrashRecoveryTests.drive(peers, plans)
-            try await restarter.value
-            try await Task.sleep(for: .seconds(Self.leaseSeconds))
+            try await Task.sleep(for: .seconds(3))
+            try await broker.restart()
+            try await Task.sleep(for: .seconds(Self.leaseSeconds + 1))
             // The same process leads under the same term; the standby stayed one.
             #expect(cluster.leader?.instance == leader.instance)
             #expect(cluster.leader?.term == leader.term)
             #expect(cluster.announcement(standby)?["role"]?.stringValue == "standby")
             #expect(!cluster.log(standby).contains("took the lease"), "\(cluster.log(standby).suffix(2000))")
-
-            try await verifyLoad(
-                reports: reports, peers: peers, room: "brokerrestart", broker: broker, label: "broker restarted beside a standby",
-                stop: { await Self.stopAll(cluster) }, eventLog: { try await readEventLog(postgres: url) })
+            return "broker restarted; \(leader.instance) still leads with term \(leader.term)"
         }
     }
 
