@@ -225,10 +225,10 @@ extension CoordinatorService {
                     switch input {
                     case .message(let message):
                         let immediate = engine.ingest(topic: message.topic, payload: message.payload, at: now)
-                        exporter.observe(engine)
                         if commits.isCommitting {
                             commits.held += immediate
-                        } else {
+                        } else if !immediate.isEmpty {
+                            exporter.observe(metrics: engine.metrics, gauges: engine.gauges)
                             send(immediate, via: client, metrics: &engine.metrics)
                         }
                         for query in engine.takeQueries() { queryFeed.yield(query) }
@@ -264,6 +264,7 @@ extension CoordinatorService {
                     case .metricsTick:
                         let metrics = engine.metricsPublication(uptimeSeconds: Double(now.tick - clock.anchorWall) / 1000)
                         client.enqueueLogged(metrics.topic, payload: metrics.payload, qos: .atMostOnce, retain: true, logger: logger)
+                        exporter.observe(metrics: engine.metrics, gauges: engine.gauges)
                         exporter.mirror()
                     case .queryFailed:
                         engine.metrics.errors += 1
@@ -282,8 +283,8 @@ extension CoordinatorService {
                     }
                     if !commits.isCommitting, let deadline = engine.nextDeadline, deadline <= clock.tick() {
                         let step = engine.step(at: clock.now())
-                        exporter.observe(engine)
                         if step.batch.isEmpty {
+                            exporter.observe(metrics: engine.metrics, gauges: engine.gauges)
                             // Nothing to persist (paced snapshots, a republished chunk): every
                             // state they show is committed already.
                             send(step.publications, via: client, metrics: &engine.metrics)
@@ -302,10 +303,11 @@ extension CoordinatorService {
                             commits.inFlight = .init(publications: step.publications, events: batch.events.count, started: .now, task: task)
                         }
                     }
-                    if let deadline = engine.nextDeadline {
+                    // While a batch commits, its completion wakes the next step: a timer for
+                    // a deadline already due would only spin.
+                    if !commits.isCommitting, let deadline = engine.nextDeadline {
                         timer.schedule(at: deadline)
                     }
-                    exporter.observe(engine)
                 }
             } onGracefulShutdown: {
                 feed.yield(.shutdown)
@@ -337,7 +339,7 @@ extension CoordinatorService {
         engine.metrics.batches += 1
         engine.metrics.commitMillisTotal += ms
         engine.metrics.commitMillisMax = max(engine.metrics.commitMillisMax, ms)
-        exporter.observe(engine)
+        exporter.observe(metrics: engine.metrics, gauges: engine.gauges)
     }
 
     /// Persists a step's batch in one transaction, then publishes what it produced
@@ -360,7 +362,7 @@ extension CoordinatorService {
             engine.metrics.commitMillisMax = max(engine.metrics.commitMillisMax, ms)
         }
         // Before anything goes out: a scrape after a receipt arrived counts it.
-        exporter.observe(engine)
+        exporter.observe(metrics: engine.metrics, gauges: engine.gauges)
         send(step.publications, via: client, metrics: &engine.metrics)
     }
 

@@ -160,9 +160,15 @@ public final class MetricsExporter: Sendable {
     // MARK: Counters, mirrored from the engine
 
     /// Keeps the engine's latest counts and levels for the next ``mirror()``.
-    public func observe(_ engine: Engine) {
-        let metrics = engine.metrics
-        let gauges = engine.gauges
+    public func observe(_ engine: borrowing Engine) {
+        observe(metrics: engine.metrics, gauges: engine.gauges)
+    }
+
+    /// The engine's counts and levels, taken by the pipeline right before it publishes
+    /// (so that a scrape made after a client got its receipt counts it) and on the
+    /// metrics tick: not after every message, where the copy would cost more than the
+    /// message (the counters' dictionaries are copied on the engine's next write).
+    public func observe(metrics: Metrics, gauges: Metrics.Gauges) {
         state.withLock {
             $0.latest = metrics
             $0.gauges = gauges
