@@ -10,7 +10,6 @@ extension CoordinatorService {
     enum Input: Sendable {
         case message(MQTTMessage)
         case connection(MQTTConnectionEvent)
-        case inboundEnded(String)
         case tick
         case metricsTick
         /// A query could not be answered from the database (counted in the metrics).
@@ -94,9 +93,13 @@ extension CoordinatorService {
         // so the broker publishes our will) whatever the pipeline is doing.
         fence?.whenLost { reason in client.cutOff(reason: "leader lease lost: \(reason)") }
 
-        // Registered before CONNECT: whatever the broker queued for our session while we
-        // were down is delivered into this subscription, not dropped.
-        let inbound = try await client.subscribe(topics.inboundFilters, qos: .atLeastOnce)
+        // The pipeline's one input stream. Inbound messages go straight into it from
+        // libmosquitto's thread (no task in between). Registered before CONNECT: whatever
+        // the broker queued for our session while we were down is delivered into it.
+        let (inputs, feed) = AsyncStream.makeStream(of: Input.self)
+        try await client.subscribe(topics.inboundFilters, qos: .atLeastOnce) { message in
+            feed.yield(.message(message))
+        }
         logger.info(configuration.tls == nil ? "connecting to the MQTT broker" : "connecting to the MQTT broker over TLS", metadata: [
             "mqtt.host": "\(configuration.host)", "mqtt.port": "\(configuration.port)",
             "mqtt.username": "\(configuration.username ?? "(anonymous)")", "mqtt.client_id": "\(configuration.clientId)",
@@ -123,8 +126,8 @@ extension CoordinatorService {
         var end = TermEnd.shutdown
         do {
             end = try await pipeline(
-                engine: &engine, client: client, store: store, reader: reader, inbound: inbound, startedAt: startedAt,
-                term: term, fence: fence, checkpointer: checkpointer)
+                engine: &engine, client: client, store: store, reader: reader, inputs: inputs, feed: feed,
+                startedAt: startedAt, term: term, fence: fence, checkpointer: checkpointer)
         } catch {
             if let lost = fence?.lostReason {
                 end = .leaseLost(lost)
@@ -167,23 +170,15 @@ extension CoordinatorService {
 
     private func pipeline(
         engine: inout Engine, client: MQTTClient, store: any CoordinatorStore, reader: any CoordinatorStore,
-        inbound: MQTTSubscription, startedAt: Millis, term: Int64, fence: LeaseFence?, checkpointer: TandemStore?
+        inputs: AsyncStream<Input>, feed: AsyncStream<Input>.Continuation, startedAt: Millis, term: Int64,
+        fence: LeaseFence?, checkpointer: TandemStore?
     ) async throws -> TermEnd {
-        let (inputs, feed) = AsyncStream.makeStream(of: Input.self)
         fence?.whenLost { reason in feed.yield(.leaseLost(reason)) }
         // Queries leave the pipeline here: answered one after another from the reader's
         // own connection, while the pipeline goes on with everyone's events.
         let (queries, queryFeed) = AsyncStream.makeStream(of: Engine.Query.self)
         let metricsInterval = Duration.milliseconds(configuration.metricsIntervalMs)
         return try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask {
-                do {
-                    for try await message in inbound { feed.yield(.message(message)) }
-                    feed.yield(.inboundEnded("subscription finished"))
-                } catch {
-                    feed.yield(.inboundEnded("\(error)"))
-                }
-            }
             group.addTask {
                 for await event in client.events { feed.yield(.connection(event)) }
             }
@@ -254,13 +249,6 @@ extension CoordinatorService {
                     case .connection(.disconnected(let reason)):
                         connectionChanged(up: false)
                         logger.warning("MQTT connection lost", metadata: ["reason": "\(reason)"])
-                    case .inboundEnded(let reason):
-                        if let lost = fence?.lostReason {
-                            end = .leaseLost(lost)
-                        } else {
-                            logger.error("inbound subscription ended", metadata: ["reason": "\(reason)"])
-                        }
-                        break loop
                     case .metricsTick:
                         let metrics = engine.metricsPublication(uptimeSeconds: Double(now.tick - clock.anchorWall) / 1000)
                         client.enqueueLogged(metrics.topic, payload: metrics.payload, qos: .atMostOnce, retain: true, logger: logger)

@@ -128,7 +128,11 @@ extension ClientCore {
     func deliver(_ message: MQTTMessage) {
         state.withLock { s in
             for entry in s.subscriptions.values where entry.filters.contains(where: { LibMosquitto.topicMatches(filter: $0, topic: message.topic) }) {
-                entry.continuation.yield(message)
+                if let deliver = entry.deliver {
+                    deliver(message)
+                } else {
+                    entry.continuation.yield(message)
+                }
             }
         }
     }

@@ -74,6 +74,16 @@ public final class MQTTClient: Sendable {
         try await subscribe([filter], qos: qos)
     }
 
+    /// Subscribes and hands every matching message to `deliver` on libmosquitto's thread,
+    /// as soon as it is copied: for a consumer that merges messages into an input stream
+    /// of its own (the coordinator's pipeline), one hand-over fewer than iterating a
+    /// subscription. `deliver` must return at once (a continuation's `yield`) and never
+    /// call into this client. It is called until the client shuts down; otherwise as
+    /// ``subscribe(_:qos:)`` (registered for the next CONNECT when not connected).
+    public func subscribe(_ filters: [String], qos: MQTTQoS = .atLeastOnce, deliver: @escaping @Sendable (MQTTMessage) -> Void) async throws {
+        _ = try await core.subscribe(filters, qos: qos, deliver: deliver)
+    }
+
     /// Sends DISCONNECT (so no will is published), stops the loop thread and fails
     /// whatever still waits. The client cannot be used afterwards.
     public func disconnect() async {
@@ -147,6 +157,8 @@ final class ClientCore: @unchecked Sendable {
         var filters: [String]
         var qos: MQTTQoS
         var continuation: AsyncThrowingStream<MQTTMessage, any Error>.Continuation
+        /// Called on the loop thread instead of yielding into `continuation`.
+        var deliver: (@Sendable (MQTTMessage) -> Void)?
     }
 
     struct SubscribeWaiter {
@@ -493,7 +505,7 @@ final class ClientCore: @unchecked Sendable {
 
     // MARK: Subscribing
 
-    func subscribe(_ filters: [String], qos: MQTTQoS) async throws -> MQTTSubscription {
+    func subscribe(_ filters: [String], qos: MQTTQoS, deliver: (@Sendable (MQTTMessage) -> Void)? = nil) async throws -> MQTTSubscription {
         for filter in filters {
             guard mosquitto_sub_topic_check(filter) == MOSQ_ERR_SUCCESS.rawValue else {
                 throw MQTTError(.library(code: MOSQ_ERR_INVAL.rawValue), "invalid topic filter: \(filter)")
@@ -503,10 +515,14 @@ final class ClientCore: @unchecked Sendable {
         let (id, connected) = state.withLock { s -> (UInt64, Bool) in
             let id = s.nextToken
             s.nextToken += 1
-            s.subscriptions[id] = SubscriptionEntry(filters: filters, qos: qos, continuation: continuation)
+            s.subscriptions[id] = SubscriptionEntry(filters: filters, qos: qos, continuation: continuation, deliver: deliver)
             return (id, s.connected)
         }
-        continuation.onTermination = { [weak self] _ in self?.removeSubscription(id) }
+        // A stream's end removes its subscription; a delivering one has no stream that
+        // anyone holds, and lasts as long as the client.
+        if deliver == nil {
+            continuation.onTermination = { [weak self] _ in self?.removeSubscription(id) }
+        }
         let subscription = MQTTSubscription(stream: stream)
         guard connected else { return subscription }
         do {
