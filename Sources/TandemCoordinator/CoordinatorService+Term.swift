@@ -14,6 +14,8 @@ extension CoordinatorService {
         case metricsTick
         /// A query could not be answered from the database (counted in the metrics).
         case queryFailed
+        /// The store's answer for an id remembered only as a digest (`Engine.IdCheck`).
+        case idChecked(Engine.IdCheck, Result<SeenId?, any Error>)
         case shutdown
         /// The leader lease is gone (``LeaseFence``): stop at once, commit and publish nothing.
         case leaseLost(String)
@@ -143,6 +145,8 @@ extension CoordinatorService {
         // Queries leave the pipeline here: answered one after another from the reader's
         // own connection, while the pipeline goes on with everyone's events.
         let (queries, queryFeed) = AsyncStream.makeStream(of: Engine.Query.self)
+        // Resends of ids remembered only as digests: confirmed by the reader, off the pipeline.
+        let (idChecks, idCheckFeed) = AsyncStream.makeStream(of: Engine.IdCheck.self)
         let metricsInterval = Duration.milliseconds(configuration.metricsIntervalMs)
         return try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask {
@@ -159,6 +163,15 @@ extension CoordinatorService {
             group.addTask { [self] in
                 for await query in queries where await !answer(query, store: reader, client: client) {
                     feed.yield(.queryFailed)
+                }
+            }
+            group.addTask {
+                for await check in idChecks {
+                    do {
+                        feed.yield(.idChecked(check, .success(try await reader.seenId(user: check.user, id: check.id))))
+                    } catch {
+                        feed.yield(.idChecked(check, .failure(error)))
+                    }
                 }
             }
             group.addTask {
@@ -184,6 +197,14 @@ extension CoordinatorService {
                         exporter.observe(engine)
                         send(immediate, via: client, metrics: &engine.metrics)
                         for query in engine.takeQueries() { queryFeed.yield(query) }
+                        for check in engine.takeIdChecks() { idCheckFeed.yield(check) }
+                    case .idChecked(let check, .success(let firstCopy)):
+                        let answered = engine.resolve(check, firstCopy: firstCopy, now: now)
+                        send(answered, via: client, metrics: &engine.metrics)
+                    case .idChecked(let check, .failure(let error)):
+                        // No receipt: the sender resends, and the id is checked again.
+                        engine.metrics.errors += 1
+                        logger.warning("could not check a remembered id", error: error, metadata: ["user": "\(check.user)", "id": "\(check.id)"])
                     case .connection(.connected(let sessionPresent)):
                         connections += 1
                         connectionChanged(up: true, reconnect: connections > 1)
@@ -255,6 +276,7 @@ extension CoordinatorService {
             engine.metrics.commitMillisTotal += ms
             engine.metrics.commitMillisMax = max(engine.metrics.commitMillisMax, ms)
         }
+        engine.committed(step)
         // Before anything goes out: a scrape after a receipt arrived counts it.
         exporter.observe(engine)
         send(step.publications, via: client, metrics: &engine.metrics)

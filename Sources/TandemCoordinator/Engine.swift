@@ -14,6 +14,9 @@ public struct Engine {
     public struct Step: Sendable {
         public var batch = StoreBatch()
         public var publications: [Publication] = []
+        /// Steps are numbered from 1 in the order the engine made them; tell it when one
+        /// is committed (``committed(_:)``).
+        public var number = 0
     }
 
     /// One event or command waiting in the reorder buffer.
@@ -32,55 +35,6 @@ public struct Engine {
         var arrival: Millis = 0
     }
 
-    struct SeenKey: Hashable {
-        var user: String
-        var id: String
-    }
-
-    /// When an id was first seen and, once applied, what its first copy got. There is
-    /// one per remembered id (a million after a busy day), so it is packed into 24
-    /// bytes rather than nesting optionals.
-    struct SeenEntry {
-        var at: Millis
-        /// The first copy's version; `Int64.min`: none.
-        private var version = Int64.min
-        /// 0: not applied yet (or unknown), 1: accepted, 2: rejected.
-        private var status: UInt8 = 0
-        /// Index in `ReceiptCode.allCases`; `UInt8.max`: none.
-        private var code = UInt8.max
-        /// Copies that arrived while the first still waited in the reorder buffer: they
-        /// are answered when it is applied, so that their receipts can say its outcome.
-        var waitingCopies: UInt16 = 0
-        var inBuffer = false
-
-        init(at: Millis, original: Receipt.Original? = nil, inBuffer: Bool = false) {
-            self.at = at
-            self.inBuffer = inBuffer
-            self.original = original
-        }
-
-        var original: Receipt.Original? {
-            get {
-                guard status != 0 else { return nil }
-                return Receipt.Original(
-                    status: status == 1 ? .accepted : .rejected,
-                    code: code == .max ? nil : SeenEntry.codes[Int(code)],
-                    version: version == .min ? nil : version)
-            }
-            set {
-                guard let newValue else {
-                    status = 0
-                    return
-                }
-                status = newValue.status == .rejected ? 2 : 1
-                code = newValue.code.flatMap { c in SeenEntry.codes.firstIndex(of: c).map(UInt8.init) } ?? .max
-                version = newValue.version ?? .min
-            }
-        }
-
-        static let codes = ReceiptCode.allCases
-    }
-
     struct LeaseDeadline: Comparable {
         var at: Millis
         var roomId: String
@@ -97,7 +51,9 @@ public struct Engine {
     /// The `seq` of the last stored message of each conversation.
     var messageSeq: [ConversationKey: Int64] = [:]
     var workouts: [WorkoutKey: WorkoutState] = [:]
-    var seen: [SeenKey: SeenEntry] = [:]
+    var remembered: RememberedIds
+    /// Ids whose digest was remembered, waiting for the store to say (``takeIdChecks()``).
+    var idChecks: [IdCheck] = []
     var buckets: [String: TokenBucket] = [:]
     /// How many conversations each user is part of (for the per-user cap).
     var conversationCount: [String: Int] = [:]
@@ -143,7 +99,6 @@ public struct Engine {
 
     /// What ingest decided that must be persisted with the next step (telemetry).
     var pendingBatch = StoreBatch()
-    var lastSeenPrune: Millis
 
     public init(configuration: CoordinatorConfiguration, epoch: String, now: Millis) {
         self.configuration = configuration
@@ -151,7 +106,7 @@ public struct Engine {
         self.epoch = epoch
         self.buffer = ReorderBuffer(window: configuration.reorderWindowMs)
         self.presence = PresenceTracker(grace: configuration.presenceGraceMs)
-        self.lastSeenPrune = now
+        self.remembered = RememberedIds(older: IdDigests(since: now), now: now)
     }
 
     // MARK: Recovery
@@ -172,7 +127,8 @@ public struct Engine {
         public var rooms: [RoomState] = []
         public var conversations: [StoredConversation] = []
         public var workouts: [EntityRow] = []
-        public var seenIds: [SeenId] = []
+        /// The remembered ids, as the store's digests (``CoordinatorStore/loadSeenDigests(since:)``).
+        public var seenDigests = IdDigests(since: 0)
 
         public init() {}
     }
@@ -196,10 +152,7 @@ public struct Engine {
             let workout = try WorkoutState(persisted: JSON.parse(row.body))
             workouts[WorkoutKey(user: workout.user, workoutId: workout.workoutId)] = workout
         }
-        seen.reserveCapacity(recovered.seenIds.count)
-        for id in recovered.seenIds {
-            seen[SeenKey(user: id.userId, id: id.id)] = SeenEntry(at: id.seenAt, original: id.original)
-        }
+        if !recovered.seenDigests.isEmpty { remembered.older = recovered.seenDigests }
     }
 
     /// Rebuilds rooms from their rows in a few tasks at once (each room is its own value):
@@ -219,7 +172,7 @@ public struct Engine {
     }
 
     public var summaryLine: String {
-        "\(rooms.count) rooms, \(conversations.count) conversations, \(workouts.count) workouts, \(seen.count) remembered ids"
+        "\(rooms.count) rooms, \(conversations.count) conversations, \(workouts.count) workouts, \(remembered.count) remembered ids"
     }
 
     // MARK: Ingest
@@ -289,19 +242,27 @@ public struct Engine {
 
     /// The common path of buffered events and commands after decoding: duplicate check,
     /// timestamp clamp, into the buffer.
-    mutating func admit(_ item: Buffered, kind: Receipt.Kind, timestamp: Millis, currentVersion: Int64?, now: Millis) -> [Publication] {
+    /// `digestChecked`: the store said that an id whose digest is remembered was not seen
+    /// (``resolve(_:firstCopy:now:)``).
+    mutating func admit(_ item: Buffered, kind: Receipt.Kind, timestamp: Millis, currentVersion: Int64?, now: Millis, digestChecked: Bool = false) -> [Publication] {
         let key = SeenKey(user: item.user, id: item.id)
-        if let entry = seen[key] {
+        switch remembered.lookup(key) {
+        case .exact(let entry):
             if entry.inBuffer {
-                if seen[key]!.waitingCopies < .max { seen[key]!.waitingCopies += 1 }
+                remembered.addWaitingCopy(key)
                 return []
             }
             return [receipt(.duplicate(id: item.id, kind: kind, version: currentVersion, original: entry.original), to: item.user, arrivedAt: now)]
+        case .digest where !digestChecked:
+            idChecks.append(IdCheck(item: item, kind: kind, timestamp: timestamp, arrival: now))
+            return []
+        case .digest, .unseen:
+            break
         }
         if !takeToken(for: item.user, now: now) {
             return [receipt(.rejected(id: item.id, kind: kind, Self.rateLimited, version: currentVersion), to: item.user, arrivedAt: now)]
         }
-        seen[key] = SeenEntry(at: now, inBuffer: true)
+        remembered.admit(key, now: now)
         var item = item
         item.arrival = now
         let clamped = ReorderBuffer<Buffered>.clamp(timestamp: timestamp, now: now, maxSkew: configuration.maxSkewMs)
@@ -384,20 +345,14 @@ public struct Engine {
                 target = WorkoutKey(user: item.user, workoutId: workoutId).description
                 receipt = applyWorkoutControl(control, workoutId: workoutId, device: device, user: item.user, now: now, changes: &changes, batch: &step.batch)
             }
-            let key = SeenKey(user: item.user, id: item.id)
             let original = Receipt.Original(receipt)
-            var entry = seen[key] ?? SeenEntry(at: now)
-            entry.original = original
-            entry.inBuffer = false
-            let copies = entry.waitingCopies
-            entry.waitingCopies = 0
-            seen[key] = entry
-            step.batch.seenIds.append(SeenId(userId: item.user, id: item.id, kind: receipt.kind, seenAt: entry.at, original: original))
+            let (firstSeen, copies) = remembered.applied(SeenKey(user: item.user, id: item.id), original: original, now: now)
+            step.batch.seenIds.append(SeenId(userId: item.user, id: item.id, kind: receipt.kind, seenAt: firstSeen, original: original))
             step.batch.events.append(EventLogRow(
                 at: now, kind: receipt.kind, userId: item.user, target: target, id: item.id,
                 status: receipt.status, code: receipt.code, version: receipt.version, payload: item.payload))
             receipts.append(self.receipt(receipt, to: item.user, arrivedAt: item.arrival, target: target))
-            for _ in 0..<Int(copies) {
+            for _ in 0..<copies {
                 // Their own arrival is not kept: timed from the first copy's.
                 receipts.append(self.receipt(
                     .duplicate(id: item.id, kind: receipt.kind, version: receipt.version, original: original),
@@ -415,7 +370,7 @@ public struct Engine {
         step.publications += republishChunk(now: now)
         // Receipts last: by the time a client hears "accepted, version N", snapshot N is out.
         step.publications += receipts
-        pruneSeenIfDue(now: now)
+        step.number = afterStep(now: now)
         return step
     }
 
@@ -502,17 +457,8 @@ public struct Engine {
         g.rooms = rooms.count
         g.conversations = conversations.count
         g.workouts = workouts.count
-        g.seenIds = seen.count
+        g.seenIds = remembered.count
         return g
-    }
-
-    /// Forgets ids older than the retention once an hour (the store prunes its copy).
-    mutating func pruneSeenIfDue(now: Millis) {
-        guard now - lastSeenPrune >= 3_600_000 else { return }
-        lastSeenPrune = now
-        let cutoff = now - configuration.seenIdRetentionMs
-        seen = seen.filter { $0.value.at >= cutoff }
-        buckets = buckets.filter { !$0.value.isFull(now: now) }
     }
 }
 

@@ -173,18 +173,38 @@ public actor TandemStore {
     /// qualifies, and walking the index would cost a primary-key lookup per row (3.5 s
     /// instead of well under one for a million ids).
     public func loadSeenIds(since: Millis) throws -> [SeenId] {
-        try connection.query(
-            "SELECT user_id, id, kind, seen_at, status, code, version FROM seen_ids WHERE +seen_at >= ?1",
-            [.integer(since)]
-        ) { row in
-            var original: Receipt.Original?
-            if let status = row.optionalText(4).flatMap(Receipt.Status.init(rawValue:)) {
-                original = Receipt.Original(
-                    status: status, code: row.optionalText(5).flatMap(ReceiptCode.init(rawValue:)), version: row.optionalInt64(6))
+        try connection.query("\(Self.selectSeenId) WHERE +seen_at >= ?1", [.integer(since)], Self.seenId)
+    }
+
+    /// The same rows as ``loadSeenIds(since:)``, as digests made from the text in
+    /// SQLite's own buffers: no string per id.
+    public func loadSeenDigests(since: Millis) throws -> IdDigests {
+        var digests = IdDigests(since: since)
+        try connection.withStatement("SELECT user_id, id, seen_at FROM seen_ids WHERE +seen_at >= ?1") { statement in
+            try statement.bind([.integer(since)])
+            while try statement.step() {
+                let row = statement.row
+                digests.insert(user: row.textBytes(0), id: row.textBytes(1), seenAt: row.int64(2))
             }
-            return SeenId(userId: row.text(0), id: row.text(1), kind: try Self.decode(row.text(2), column: "seen_ids.kind"),
-                          seenAt: row.int64(3), original: original)
         }
+        digests.seal()
+        return digests
+    }
+
+    public func seenId(user: String, id: String) throws -> SeenId? {
+        try connection.queryOne("\(Self.selectSeenId) WHERE user_id = ?1 AND id = ?2", [.text(user), .text(id)], Self.seenId)
+    }
+
+    static let selectSeenId = "SELECT user_id, id, kind, seen_at, status, code, version FROM seen_ids"
+
+    static func seenId(_ row: SQLiteRow) throws -> SeenId {
+        var original: Receipt.Original?
+        if let status = row.optionalText(4).flatMap(Receipt.Status.init(rawValue:)) {
+            original = Receipt.Original(
+                status: status, code: row.optionalText(5).flatMap(ReceiptCode.init(rawValue:)), version: row.optionalInt64(6))
+        }
+        return SeenId(userId: row.text(0), id: row.text(1), kind: try decode(row.text(2), column: "seen_ids.kind"),
+                      seenAt: row.int64(3), original: original)
     }
 
     /// Event-log rows with `seq` above `after`, in commit order.

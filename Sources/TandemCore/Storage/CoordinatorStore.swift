@@ -16,7 +16,15 @@ public protocol CoordinatorStore: Actor {
 
     // Recovery
     func loadEntities(kind: String) async throws -> [EntityRow]
+    /// The ids first seen at or after `since`, as digests (sealed, ready for lookups):
+    /// what a restart keeps of them, read without making a string per id.
+    func loadSeenDigests(since: Millis) async throws -> IdDigests
+    /// Every id first seen at or after `since`, whole (tools and tests: a restart reads
+    /// ``loadSeenDigests(since:)``).
     func loadSeenIds(since: Millis) async throws -> [SeenId]
+    /// One remembered id and its first copy's outcome, nil when it is not remembered:
+    /// confirms a digest hit (a resend of an id older than the engine keeps whole).
+    func seenId(user: String, id: String) async throws -> SeenId?
     func latestMessages(conversation: String, limit: Int) async throws -> [DMMessageRow]
 
     // The pipeline
