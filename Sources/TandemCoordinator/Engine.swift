@@ -370,7 +370,7 @@ public struct Engine {
         step.publications += republishChunk(now: now)
         // Receipts last: by the time a client hears "accepted, version N", snapshot N is out.
         step.publications += receipts
-        step.number = afterStep(now: now)
+        step.number = afterStep(now: now, batch: &step.batch)
         return step
     }
 

@@ -14,7 +14,8 @@ import TandemCore
 ///
 /// A fold happens once `recent` holds `foldThreshold` ids: a few milliseconds of
 /// sorting and merging every 65,536 ids. Ids older than the retention are forgotten
-/// every ``pruneIntervalMs``.
+/// every ``pruneIntervalMs`` (the store forgets its copies a share with every batch:
+/// `Engine.afterStep(now:batch:)`).
 struct RememberedIds {
     var recent: [Engine.SeenKey: Engine.SeenEntry] = [:]
     var sealed: [Engine.SeenKey: Engine.SeenEntry] = [:]

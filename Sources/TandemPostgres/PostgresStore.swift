@@ -205,6 +205,11 @@ public actor PostgresStore: CoordinatorStore {
             throw PostgresStoreError(kind: .fenced, message: "commit batch \(number) of term \(term ?? 0): the database's lease names another term (another coordinator took over)")
         }
 
+        if let forget = batch.forgetSeenIds {
+            try await run(connection, """
+                DELETE FROM seen_ids WHERE (user_id, id) IN (SELECT user_id, id FROM seen_ids WHERE seen_at < $1 ORDER BY seen_at LIMIT $2)
+                """, binds(forget.before, Int64(forget.limit)))
+        }
         if !batch.seenIds.isEmpty {
             let s = batch.seenIds
             try await run(connection, """

@@ -80,6 +80,9 @@ public actor TandemStore {
     public func commit(_ batch: StoreBatch) throws {
         guard !batch.isEmpty else { return }
         try connection.transaction { db in
+            if let forget = batch.forgetSeenIds {
+                try db.run(Self.forgetSeenIds, [.integer(forget.before), .integer(Int64(forget.limit))])
+            }
             for seen in batch.seenIds {
                 try db.run(Self.insertSeenId, [
                     .text(seen.userId), .text(seen.id), .text(seen.kind.rawValue), .integer(seen.seenAt),
@@ -119,6 +122,9 @@ public actor TandemStore {
         }
     }
 
+    static let forgetSeenIds = """
+        DELETE FROM seen_ids WHERE (user_id, id) IN (SELECT user_id, id FROM seen_ids WHERE seen_at < ?1 ORDER BY seen_at LIMIT ?2)
+        """
     static let insertSeenId = """
         INSERT INTO seen_ids(user_id, id, kind, seen_at, status, code, version) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
         ON CONFLICT(user_id, id) DO NOTHING
@@ -148,7 +154,8 @@ public actor TandemStore {
             max_heart_rate = excluded.max_heart_rate
         """
 
-    /// Forgets seen ids first seen before `olderThan`; returns how many.
+    /// Forgets seen ids first seen before `olderThan`; returns how many. (The
+    /// coordinator forgets them a share at a time in its batches: `StoreBatch.forgetSeenIds`.)
     public func pruneSeenIds(olderThan: Millis) throws -> Int {
         try connection.run("DELETE FROM seen_ids WHERE seen_at < ?1", [.integer(olderThan)])
     }
@@ -169,9 +176,9 @@ public actor TandemStore {
     /// The seen ids first seen at or after `since`, in key order (user, id).
     ///
     /// A sequential scan of the table (`+seen_at` keeps SQLite off the time index): the
-    /// table only holds the retention window, as pruning runs hourly, so nearly every row
-    /// qualifies, and walking the index would cost a primary-key lookup per row (3.5 s
-    /// instead of well under one for a million ids).
+    /// table only holds the retention window, as the coordinator prunes it, so nearly
+    /// every row qualifies, and walking the index would cost a primary-key lookup per
+    /// row (3.5 s instead of well under one for a million ids).
     public func loadSeenIds(since: Millis) throws -> [SeenId] {
         try connection.query("\(Self.selectSeenId) WHERE +seen_at >= ?1", [.integer(since)], Self.seenId)
     }

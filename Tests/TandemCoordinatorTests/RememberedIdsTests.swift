@@ -99,16 +99,21 @@ import TandemCore
         #expect(e.takeIdChecks().isEmpty)
     }
 
-    /// Every ten minutes ids past the retention are forgotten.
-    @Test func oldIdsAreForgotten() throws {
+    /// Every ten minutes ids past the retention are forgotten in memory; the store
+    /// forgets its copies with that step's batch and with every batch that remembers ids.
+    @Test func oldIdsAreForgottenHereAndInTheStore() throws {
         var e = try recovered()
         let retention = CoordinatorConfiguration().seenIdRetentionMs
+        #expect(e.step(now: Self.t0 + 1).batch.forgetSeenIds == nil, "nothing to remember, no pass due")
         let later = Self.t0 + retention + 2 * IdDigests.hourMs
-        _ = e.step(now: later)
+        #expect(e.step(now: later).batch.forgetSeenIds == ForgetSeenIds(before: later - retention, limit: 200))
         #expect(e.remembered.older.isEmpty)
+        #expect(e.step(now: later + 1).batch.forgetSeenIds == nil)
         // The id is no longer remembered: a copy is a new event.
         _ = e.ingest(topic: Self.topic, payload: create("e1", sticker: "s7"), now: later + 2)
         #expect(e.takeIdChecks().isEmpty)
-        #expect(receipts(e.step(now: later + 40).publications).first?["status"] == "accepted")
+        let applied = e.step(now: later + 40)
+        #expect(receipts(applied.publications).first?["status"] == "accepted")
+        #expect(applied.batch.forgetSeenIds == ForgetSeenIds(before: later + 40 - retention, limit: 200))
     }
 }

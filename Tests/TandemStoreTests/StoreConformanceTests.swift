@@ -161,9 +161,9 @@ import TestSupport
     }
 
     /// What a restart and a resend of an old id read: every id as a digest, and one id
-    /// whole with its first copy's outcome.
+    /// whole with its first copy's outcome; and the retention, applied with a batch.
     @Test(arguments: Backend.allCases)
-    func rememberedIdsAsDigestsAndOneByOne(_ backend: Backend) async throws {
+    func rememberedIdsAsDigestsOneByOneAndForgotten(_ backend: Backend) async throws {
         try await withStore(backend) { store, _ in
             let first = Self.seen("alice", "e1", at: 100, original: .init(status: .rejected, code: .ownedByOther, version: 4))
             try await store.commit(StoreBatch(seenIds: [
@@ -184,6 +184,17 @@ import TestSupport
             let reader = try await store.queryReader()
             #expect(try await reader.seenId(user: "bob", id: "e1")?.seenAt == 300)
             await reader.close()
+
+            // Forgotten before anything else of the batch is written, the oldest first, at
+            // most `limit`.
+            try await store.commit(StoreBatch(forgetSeenIds: ForgetSeenIds(before: 250, limit: 1), seenIds: [Self.seen("dave", "e5", at: 10)]))
+            #expect(try await store.seenId(user: "alice", id: "e1") == nil)
+            #expect(try await store.summary().seenIds == 4)
+            try await store.commit(StoreBatch(forgetSeenIds: ForgetSeenIds(before: 250, limit: 1)))
+            #expect(try await store.seenId(user: "dave", id: "e5") == nil)
+            #expect(try await store.summary().seenIds == 3)
+            try await store.commit(StoreBatch(forgetSeenIds: ForgetSeenIds(before: 250, limit: 100)))
+            #expect(try await store.loadSeenIds(since: 0).map { "\($0.userId)/\($0.id)" }.sorted() == ["bob/e1", "carol/e4"])
         }
     }
 

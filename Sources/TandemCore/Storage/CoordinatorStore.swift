@@ -29,8 +29,9 @@ public protocol CoordinatorStore: Actor {
 
     // The pipeline
     /// Writes everything of one batch in one transaction: all of it or none (see
-    /// `StoreBatch` for the order). Seen ids already present keep their first time;
-    /// entities and logbook rows are upserts; a message seq written twice fails the batch.
+    /// `StoreBatch` for the order). Expired seen ids are deleted first (`forgetSeenIds`);
+    /// seen ids already present keep their first time; entities and logbook rows are
+    /// upserts; a message seq written twice fails the batch.
     func commit(_ batch: StoreBatch) async throws
 
     // Queries (answered from ``queryReader()``, never from the pipeline's connection)
