@@ -124,22 +124,39 @@ public struct Engine {
             }
         }
 
-        public var rooms: [RoomState] = []
+        public var rooms = Rooms()
         public var conversations: [StoredConversation] = []
         public var workouts: [EntityRow] = []
         /// The remembered ids, as the store's digests (``CoordinatorStore/loadSeenDigests(since:)``).
         public var seenDigests = IdDigests(since: 0)
 
         public init() {}
+
+        /// The rooms as read (``Engine/parseRooms(_:)``), and the rows to write again
+        /// where a body was in the old format.
+        public struct Rooms: Sendable {
+            public var live: [RoomState] = []
+            public var rewritten: [EntityRow] = []
+
+            public init() {}
+
+            mutating func add(_ other: Rooms) {
+                live += other.live
+                rewritten += other.rewritten
+            }
+        }
     }
 
     /// Rebuilds the state from the store's current-state rows (no history replay).
     public init(configuration: CoordinatorConfiguration, epoch: String, recovered: Recovered, now: Millis) throws {
         self.init(configuration: configuration, epoch: epoch, now: now)
-        for room in recovered.rooms {
+        for room in recovered.rooms.live {
             rooms[room.roomId] = room
             trackLease(of: room)
         }
+        // Bodies of the old format go back to the store in the binary one with the first
+        // step, so that the next start reads them fast.
+        pendingBatch.entities = recovered.rooms.rewritten
         for stored in recovered.conversations {
             let messages = stored.latestMessages.map { DirectMessage(id: $0.id, sender: $0.sender, text: $0.text, sentAt: $0.sentAt, isRead: $0.isRead) }
             let conversation = try Conversation(persisted: JSON.parse(stored.row.body), messages: messages)
@@ -155,18 +172,29 @@ public struct Engine {
         if !recovered.seenDigests.isEmpty { remembered.older = recovered.seenDigests }
     }
 
-    /// Rebuilds rooms from their rows in a few tasks at once (each room is its own value):
-    /// the largest CPU cost of a restart, spread over the cores.
-    public static func parseRooms(_ rows: [EntityRow]) async throws -> [RoomState] {
+    /// Rebuilds rooms from their rows in a few tasks at once (each room is its own value),
+    /// spread over the cores. Bodies of the old format (JSON) are written anew in the
+    /// binary one (`rewritten`).
+    public static func parseRooms(_ rows: [EntityRow]) async throws -> Recovered.Rooms {
         let chunkSize = max(256, rows.count / 8 + 1)
-        return try await withThrowingTaskGroup(of: [RoomState].self) { group in
+        return try await withThrowingTaskGroup(of: Recovered.Rooms.self) { group in
             for start in stride(from: 0, to: rows.count, by: chunkSize) {
                 let chunk = rows[start..<min(start + chunkSize, rows.count)]
-                group.addTask { try chunk.map { try RoomState(persisted: JSON.parse($0.body)) } }
+                group.addTask {
+                    var part = Recovered.Rooms()
+                    for row in chunk {
+                        let room = try RoomState(persistedBytes: row.body)
+                        part.live.append(room)
+                        if row.body.first == UInt8(ascii: "{") {
+                            part.rewritten.append(EntityRow(kind: row.kind, key: row.key, version: row.version, body: room.persistedBytes(), updatedAt: row.updatedAt))
+                        }
+                    }
+                    return part
+                }
             }
-            var rooms: [RoomState] = []
-            rooms.reserveCapacity(rows.count)
-            for try await part in group { rooms += part }
+            var rooms = Recovered.Rooms()
+            rooms.live.reserveCapacity(rows.count)
+            for try await part in group { rooms.add(part) }
             return rooms
         }
     }

@@ -31,7 +31,7 @@ struct Recover: AsyncParsableCommand {
             lap("load \(rows.count) room rows (\(rows.reduce(0) { $0 + $1.body.count } / 1_048_576) MB of bodies)", t)
             t = Clock.wall
             let rooms = try await Engine.parseRooms(rows)
-            lap("parse and rebuild \(rooms.count) rooms", t)
+            lap("parse and rebuild \(rooms.live.count) rooms (\(rooms.rewritten.count) of the old format)", t)
         }
         do {
             t = Clock.wall

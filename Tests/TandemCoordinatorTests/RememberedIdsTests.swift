@@ -32,7 +32,7 @@ import TandemCore
                                  frame: Frame(x: 1, y: 2, width: 3, height: 4)), from: "alice", now: Self.t0 - 5_000, lease: 30_000)
         _ = room.expireLeases(now: Self.t0 + 25_000)
         var recovered = Engine.Recovered()
-        recovered.rooms = [room]
+        recovered.rooms.live = [room]
         var digests = IdDigests(since: Self.t0 - 48 * 3_600_000)
         digests.insert(digest: IdDigests.digest(user: "alice", id: "e1"), seenAt: Self.t0 - 5_000)
         digests.seal()
