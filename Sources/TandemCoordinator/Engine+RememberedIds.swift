@@ -102,12 +102,16 @@ extension Engine {
         remembered.committed(through: step.number)
     }
 
-    /// After each step: folds and forgets remembered ids when due. The store forgets
+    /// After each step: folds and forgets remembered ids when due, and with each pruning
+    /// pass packs rooms that have been idle (``packIdleRooms(now:)``). The store forgets
     /// expired ids with every batch that remembers some, about as many as it remembers
     /// (at least ``forgetAtLeast``), and with every pruning pass. Returns the step's number.
     mutating func afterStep(now: Millis, batch: inout StoreBatch) -> Int {
         let (number, pruned) = remembered.stepApplied(now: now, retentionMs: configuration.seenIdRetentionMs)
-        if pruned { buckets = buckets.filter { !$0.value.isFull(now: now) } }
+        if pruned {
+            buckets = buckets.filter { !$0.value.isFull(now: now) }
+            packIdleRooms(now: now)
+        }
         if pruned || !batch.seenIds.isEmpty {
             batch.forgetSeenIds = ForgetSeenIds(
                 before: now - configuration.seenIdRetentionMs, limit: max(Self.forgetAtLeast, 2 * batch.seenIds.count))

@@ -46,7 +46,11 @@ public struct Engine {
     public let epoch: String
     public var metrics = Metrics()
 
+    /// Rooms an event touched since they were last packed, whole.
     var rooms: [String: RoomState] = [:]
+    /// Every other room, as its persisted body (``PackedRoom``): unpacked on its first
+    /// event, packed again when idle (``packIdleRooms(now:)``). A room is in one or the other.
+    var packedRooms: [String: PackedRoom] = [:]
     var conversations: [ConversationKey: Conversation] = [:]
     /// The `seq` of the last stored message of each conversation.
     var messageSeq: [ConversationKey: Int64] = [:]
@@ -132,16 +136,18 @@ public struct Engine {
 
         public init() {}
 
-        /// The rooms as read (``Engine/parseRooms(_:)``), and the rows to write again
-        /// where a body was in the old format.
+        /// The rooms as read (``Engine/parseRooms(_:)``): those holding a lock whole, the
+        /// rest packed, and the rows to write again where a body was in the old format.
         public struct Rooms: Sendable {
             public var live: [RoomState] = []
+            public var packed: [PackedRoom] = []
             public var rewritten: [EntityRow] = []
 
             public init() {}
 
             mutating func add(_ other: Rooms) {
                 live += other.live
+                packed += other.packed
                 rewritten += other.rewritten
             }
         }
@@ -154,6 +160,8 @@ public struct Engine {
             rooms[room.roomId] = room
             trackLease(of: room)
         }
+        packedRooms.reserveCapacity(recovered.rooms.packed.count)
+        for room in recovered.rooms.packed { packedRooms[room.roomId] = room }
         // Bodies of the old format go back to the store in the binary one with the first
         // step, so that the next start reads them fast.
         pendingBatch.entities = recovered.rooms.rewritten
@@ -172,9 +180,10 @@ public struct Engine {
         if !recovered.seenDigests.isEmpty { remembered.older = recovered.seenDigests }
     }
 
-    /// Rebuilds rooms from their rows in a few tasks at once (each room is its own value),
-    /// spread over the cores. Bodies of the old format (JSON) are written anew in the
-    /// binary one (`rewritten`).
+    /// Reads rooms from their rows in a few tasks at once (each room is its own value),
+    /// spread over the cores: each body is read whole (so a bad one stops the start), and
+    /// a room that holds no lock is kept packed as its body. Bodies of the old format
+    /// (JSON) are written anew in the binary one (`rewritten`).
     public static func parseRooms(_ rows: [EntityRow]) async throws -> Recovered.Rooms {
         let chunkSize = max(256, rows.count / 8 + 1)
         return try await withThrowingTaskGroup(of: Recovered.Rooms.self) { group in
@@ -184,23 +193,27 @@ public struct Engine {
                     var part = Recovered.Rooms()
                     for row in chunk {
                         let room = try RoomState(persistedBytes: row.body)
-                        part.live.append(room)
-                        if row.body.first == UInt8(ascii: "{") {
-                            part.rewritten.append(EntityRow(kind: row.kind, key: row.key, version: row.version, body: room.persistedBytes(), updatedAt: row.updatedAt))
+                        let isOld = row.body.first == UInt8(ascii: "{")
+                        let body = isOld ? room.persistedBytes() : row.body
+                        if let packed = PackedRoom(room, body: body) {
+                            part.packed.append(packed)
+                        } else {
+                            part.live.append(room)
                         }
+                        if isOld { part.rewritten.append(EntityRow(kind: row.kind, key: row.key, version: row.version, body: body, updatedAt: row.updatedAt)) }
                     }
                     return part
                 }
             }
             var rooms = Recovered.Rooms()
-            rooms.live.reserveCapacity(rows.count)
+            rooms.packed.reserveCapacity(rows.count)
             for try await part in group { rooms.add(part) }
             return rooms
         }
     }
 
     public var summaryLine: String {
-        "\(rooms.count) rooms, \(conversations.count) conversations, \(workouts.count) workouts, \(remembered.count) remembered ids"
+        "\(rooms.count + packedRooms.count) rooms, \(conversations.count) conversations, \(workouts.count) workouts, \(remembered.count) remembered ids"
     }
 
     // MARK: Ingest
@@ -454,7 +467,7 @@ public struct Engine {
 
     /// Every room, conversation and workout that has a snapshot.
     var everything: [Republish] {
-        rooms.values.filter(\.exists).map { .room($0.roomId) }
+        rooms.values.filter(\.exists).map { .room($0.roomId) } + packedRooms.keys.map { .room($0) }
             + conversations.values.filter(\.exists).map { .conversation($0.key) }
             + workouts.keys.map { .workout($0) }
     }
@@ -464,7 +477,7 @@ public struct Engine {
     func snapshots(of item: Republish) -> [Publication] {
         switch item {
         case .room(let id):
-            return rooms[id].map { [roomSnapshot($0)] } ?? []
+            return rooms[id].map { [roomSnapshot($0)] } ?? packedRooms[id].map { [packedRoomSnapshot($0)] } ?? []
         case .conversation(let key):
             return conversations[key].map(conversationSnapshots) ?? []
         case .workout(let key):
@@ -482,7 +495,7 @@ public struct Engine {
         var g = Metrics.Gauges()
         g.bufferDepth = buffer.count
         g.republishRemaining = republishQueue.count - republishIndex
-        g.rooms = rooms.count
+        g.rooms = rooms.count + packedRooms.count
         g.conversations = conversations.count
         g.workouts = workouts.count
         g.seenIds = remembered.count

@@ -24,19 +24,28 @@ import Testing
 
     @Test(arguments: 0..<20)
     func encodersAgreeWithTheJSONTreeAndTheBodyRoundTrips(seed: Int) throws {
-        let room = Self.randomRoom(seed: seed)
+        var room = Self.randomRoom(seed: seed)
         #expect(room.snapshotBytes(epoch: "ep\"1") == room.snapshot(epoch: "ep\"1").json().serialized())
         let body = room.persistedBytes()
         let restored = try RoomState(persistedBytes: body)
         #expect(restored == room)
         #expect(restored.persistedBytes() == body, "the same state gives the same bytes")
         #expect(body.count * 3 < room.persisted().serialized().count, "binary: \(body.count) B")
+
+        // Packed (once no lock is held): the same snapshot, the same room back.
+        #expect(PackedRoom(room) == nil || room.nextLeaseDeadline == nil)
+        _ = room.expireLeases(now: .max)
+        let packed = try #require(PackedRoom(room))
+        #expect(packed.snapshotBytes(epoch: "ep\"1") == room.snapshotBytes(epoch: "ep\"1"))
+        #expect(packed.unpacked() == room)
+        #expect((packed.version, packed.stickerCount, packed.updatedAt) == (room.version, room.stickerCount, room.updatedAt))
     }
 
     @Test func anEmptyRoomToo() throws {
         let room = RoomState(roomId: "r")
         #expect(room.snapshotBytes(epoch: "e") == room.snapshot(epoch: "e").json().serialized())
         #expect(try RoomState(persistedBytes: room.persistedBytes()) == room)
+        #expect(try #require(PackedRoom(room)).snapshotBytes(epoch: "e") == room.snapshotBytes(epoch: "e"))
     }
 
     /// Frame numbers come back exactly, whichever way they are written.

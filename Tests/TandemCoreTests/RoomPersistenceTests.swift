@@ -41,6 +41,11 @@ import Testing
         #expect(restored.apply(Fixture.event(.create, "c", id: "x"), from: "bob", now: 8_000, lease: 30_000).rejection?.code == .deleted)
         // A row written before the binary format: JSON, read through the same door.
         #expect(try RoomState(persistedBytes: room.persisted().serialized()) == room)
+        // A room holding a lock is not packed; once free, it is.
+        #expect(PackedRoom(room) == nil)
+        var free = room
+        _ = free.expireLeases(now: 100_000)
+        #expect(try #require(PackedRoom(free)).unpacked() == free)
     }
 
     /// Every cut of a good body, and bodies that break one rule each, are refused with

@@ -4,6 +4,14 @@
 /// body, the other serialisation of every changed room, is binary: `RoomBody`.)
 extension RoomState {
     public func snapshotBytes(epoch: String) -> [UInt8] {
+        var out = Self.snapshotHead(roomId: roomId, epoch: epoch, version: version, updatedAt: updatedAt, stickerCount: stickerCount)
+        writeStickers(into: &out)
+        out.append(contentsOf: "]}".utf8)
+        return out
+    }
+
+    /// A snapshot up to its stickers' opening bracket; the stickers and `]}` follow.
+    static func snapshotHead(roomId: String, epoch: String, version: Int64, updatedAt: Millis, stickerCount: Int) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(96 + stickerCount * 192)
         out.append(contentsOf: #"{"roomId":"#.utf8)
@@ -15,8 +23,6 @@ extension RoomState {
         out.append(contentsOf: #","updatedAt":"#.utf8)
         JSON.writeInteger(updatedAt, into: &out)
         out.append(contentsOf: #","stickers":["#.utf8)
-        writeStickers(into: &out)
-        out.append(contentsOf: "]}".utf8)
         return out
     }
 
