@@ -130,6 +130,36 @@ struct CoreBenchmarks {
             return n
         })
 
+        // The persisted body, written for every changed room in every batch and read
+        // (or unpacked) at start: the binary format against the JSON one it replaced.
+        let body = snapshotRoom.persistedBytes()
+        let jsonBody = snapshotRoom.persisted().serialized()
+        let bodies = max(1000, 2_000_000 / max(1, jsonBody.count) * 10)
+        results.append(measure("Room body encode, binary (\(body.count) B; JSON \(jsonBody.count) B)", repeats: repeats) {
+            var bytes = 0
+            for _ in 0..<bodies { bytes &+= snapshotRoom.persistedBytes().count }
+            blackHole(bytes)
+            return bodies
+        })
+        results.append(measure("Room body encode, JSON (the format before)", repeats: repeats) {
+            var bytes = 0
+            for _ in 0..<bodies { bytes &+= snapshotRoom.persisted().serialized().count }
+            blackHole(bytes)
+            return bodies
+        })
+        results.append(measure("Room body read, binary", repeats: repeats) {
+            var stickers = 0
+            for _ in 0..<bodies { stickers &+= (try? RoomState(persistedBytes: body))?.stickerCount ?? 0 }
+            blackHole(stickers)
+            return bodies
+        })
+        results.append(measure("Room body read, JSON", repeats: repeats) {
+            var stickers = 0
+            for _ in 0..<bodies { stickers &+= (try? RoomState(persistedBytes: jsonBody))?.stickerCount ?? 0 }
+            blackHole(stickers)
+            return bodies
+        })
+
         // 5. Decode + apply + encode the receipt: the per-event work of the coordinator.
         var room2 = pristine
         let users2 = events.prefix(payloads.count).map(\.user)

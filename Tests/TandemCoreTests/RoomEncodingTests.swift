@@ -48,6 +48,20 @@ import Testing
         #expect(try #require(PackedRoom(room)).snapshotBytes(epoch: "e") == room.snapshotBytes(epoch: "e"))
     }
 
+    /// Past 16 distinct names the encoder looks them up in a dictionary: the same bytes.
+    @Test func manyDistinctNamesRoundTrip() throws {
+        var room = RoomState(roomId: "r")
+        for i in 0..<60 {
+            let event = EditEvent(eventId: "e\(i)", type: .create, stickerId: "s\(i)", timestamp: 5, image: "image-\(i % 23).png",
+                                  frame: Frame(x: 1, y: 2, width: 3, height: 4))
+            #expect(room.apply(event, from: "user-\(i % 31)", now: 5, lease: 30_000).isAccepted)
+        }
+        let body = room.persistedBytes()
+        let restored = try RoomState(persistedBytes: body)
+        #expect(restored == room)
+        #expect(restored.persistedBytes() == body)
+    }
+
     /// Frame numbers come back exactly, whichever way they are written.
     @Test func everyFrameNumberComesBackExactly() throws {
         let numbers: [Double] = [0, -0.0, 1, -1, 0.5, 1e300, -1e-300, 9_007_199_254_740_991, 9_007_199_254_740_992,

@@ -31,27 +31,14 @@ enum RoomBody {
         out.appendVarint(UInt64(bitPattern: room.version))
         out.appendZigzag(room.updatedAt)
 
-        // The name table: every image and user id once, in the order stickers use them.
-        var names: [String] = []
-        var index: [String: Int] = [:]
-        func name(_ s: String) {
-            if index[s] == nil {
-                index[s] = names.count
-                names.append(s)
-            }
-        }
-        room.forEachLive { sticker, _ in
-            name(sticker.image)
-            if let owner = sticker.owner { name(owner) }
-            name(sticker.createdBy)
-            name(sticker.updatedBy)
-        }
-        out.appendVarint(UInt64(names.count))
-        for n in names { out.appendString(n) }
-
-        out.appendVarint(UInt64(room.stickerCount))
+        // One pass over the stickers: their bytes into `body`, the names they use into the
+        // table (found by a short linear search: a room uses few distinct images and
+        // users; a dictionary once there are many), then the table before the stickers.
+        var names = NameTable()
+        var body: [UInt8] = []
+        body.reserveCapacity(room.stickerCount * 24)
         room.forEachLive { sticker, lease in
-            out.appendString(sticker.id)
+            body.appendString(sticker.id)
             let f = sticker.frame
             var flags: UInt8 = 0
             if !Self.isCompact(f.x) { flags |= 1 }
@@ -60,23 +47,48 @@ enum RoomBody {
             if !Self.isCompact(f.height) { flags |= 8 }
             if sticker.owner != nil { flags |= ownerFlag }
             if lease != nil { flags |= leaseFlag }
-            out.append(flags)
-            out.appendVarint(UInt64(index[sticker.image]!))
-            if let owner = sticker.owner { out.appendVarint(UInt64(index[owner]!)) }
-            out.appendVarint(UInt64(index[sticker.createdBy]!))
-            out.appendVarint(UInt64(index[sticker.updatedBy]!))
-            out.appendNumber(f.x, raw: flags & 1 != 0)
-            out.appendNumber(f.y, raw: flags & 2 != 0)
-            out.appendNumber(f.width, raw: flags & 4 != 0)
-            out.appendNumber(f.height, raw: flags & 8 != 0)
-            out.appendZigzag(sticker.updatedAt &- room.updatedAt)
-            if let lease { out.appendZigzag(lease) }
+            body.append(flags)
+            body.appendVarint(names.index(of: sticker.image))
+            if let owner = sticker.owner { body.appendVarint(names.index(of: owner)) }
+            body.appendVarint(names.index(of: sticker.createdBy))
+            body.appendVarint(names.index(of: sticker.updatedBy))
+            body.appendNumber(f.x, raw: flags & 1 != 0)
+            body.appendNumber(f.y, raw: flags & 2 != 0)
+            body.appendNumber(f.width, raw: flags & 4 != 0)
+            body.appendNumber(f.height, raw: flags & 8 != 0)
+            body.appendZigzag(sticker.updatedAt &- room.updatedAt)
+            if let lease { body.appendZigzag(lease) }
         }
+        out.appendVarint(UInt64(names.names.count))
+        for n in names.names { out.appendString(n) }
+        out.appendVarint(UInt64(room.stickerCount))
+        out.append(contentsOf: body)
 
         let tombstones = room.tombstones.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
         out.appendVarint(UInt64(tombstones.count))
         for id in tombstones { out.appendString(id) }
         return out
+    }
+
+    /// The names a body uses, each once, in first use order.
+    struct NameTable {
+        var names: [String] = []
+        var index: [String: UInt64] = [:]
+
+        mutating func index(of name: String) -> UInt64 {
+            if names.count <= 16 {
+                for (i, n) in names.enumerated() where n == name { return UInt64(i) }
+            } else if let i = index[name] {
+                return i
+            }
+            names.append(name)
+            if names.count == 17 {
+                for (i, n) in names.enumerated() { index[n] = UInt64(i) }
+            } else if names.count > 17 {
+                index[name] = UInt64(names.count - 1)
+            }
+            return UInt64(names.count - 1)
+        }
     }
 
     /// Whether a frame number is written as a zigzag varint: an integer that converts to
