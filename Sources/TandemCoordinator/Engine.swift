@@ -122,16 +122,7 @@ public struct Engine {
 
     /// What a restart read from the store, as values (``Recovery`` does the reading).
     public struct Recovered: Sendable {
-        public struct StoredConversation: Sendable {
-            public var row: EntityRow
-            /// The latest messages, oldest first (at most the window).
-            public var latestMessages: [DMMessageRow]
-
-            public init(row: EntityRow, latestMessages: [DMMessageRow]) {
-                self.row = row
-                self.latestMessages = latestMessages
-            }
-        }
+        public typealias StoredConversation = TandemCore.StoredConversation
 
         public var rooms = Rooms()
         public var conversations: [StoredConversation] = []

@@ -10,10 +10,7 @@ public enum Recovery {
         async let seenDigests = store.loadSeenDigests(since: now - configuration.seenIdRetentionMs)
         var recovered = Engine.Recovered()
         recovered.rooms = try await Engine.parseRooms(roomRows)
-        for row in try await store.loadEntities(kind: EntityKind.conversation) {
-            let stored = try await store.latestMessages(conversation: row.key, limit: Conversation.windowSize)
-            recovered.conversations.append(Engine.Recovered.StoredConversation(row: row, latestMessages: stored))
-        }
+        recovered.conversations = try await store.loadConversations(messageLimit: Conversation.windowSize)
         recovered.workouts = try await store.loadEntities(kind: EntityKind.workout)
         recovered.seenDigests = try await seenDigests
         return try Engine(configuration: configuration, epoch: store.epoch, recovered: recovered, now: now)

@@ -360,6 +360,25 @@ public actor PostgresStore: CoordinatorStore {
         ).reversed()
     }
 
+    /// Every conversation with its latest messages in two queries: the rows, then each
+    /// conversation's latest messages through a lateral join (an index scan each, one
+    /// round trip for all).
+    public func loadConversations(messageLimit: Int) async throws -> [StoredConversation] {
+        let rows = try await loadEntities(kind: EntityKind.conversation)
+        let messages = try await self.rows(
+            """
+            SELECT m.conversation, m.seq, m.id, m.sender, m.text, m.sent_at, m.is_read
+            FROM entities c CROSS JOIN LATERAL (
+                SELECT * FROM dm_messages WHERE conversation = c.key ORDER BY seq DESC LIMIT $2) m
+            WHERE c.kind = $1
+            """, binds(EntityKind.conversation, Int64(messageLimit)), "load the latest messages of every conversation", Self.message)
+        var latest: [String: [DMMessageRow]] = [:]
+        for message in messages { latest[message.conversation, default: []].append(message) }
+        return rows.map { row in
+            StoredConversation(row: row, latestMessages: (latest[row.key] ?? []).sorted { $0.seq < $1.seq })
+        }
+    }
+
     public func messages(conversation: String, before sentAt: Millis?, limit: Int) async throws -> [DMMessageRow] {
         try await rows(
             "\(Self.selectMessage) WHERE conversation = $1 AND sent_at < $2 ORDER BY sent_at DESC, seq DESC LIMIT $3",

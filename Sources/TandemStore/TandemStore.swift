@@ -277,6 +277,14 @@ public actor TandemStore {
         ).reversed()
     }
 
+    /// Every conversation with its latest messages: an indexed query each, inside this
+    /// one call.
+    public func loadConversations(messageLimit: Int) throws -> [StoredConversation] {
+        try loadEntities(kind: EntityKind.conversation).map {
+            StoredConversation(row: $0, latestMessages: try latestMessages(conversation: $0.key, limit: messageLimit))
+        }
+    }
+
     /// A page of older history: up to `limit` messages sent strictly before `sentAt` (all
     /// when nil), NEWEST FIRST — the order a client scrolling back fetches them in; ask for
     /// the next page with the `sentAt` of the last row. Messages sharing that exact `sentAt`

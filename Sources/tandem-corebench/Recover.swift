@@ -43,12 +43,8 @@ struct Recover: AsyncParsableCommand {
             lap("load \(digests.count) remembered ids as digests", t)
         }
         t = Clock.wall
-        let conversations = try await store.loadEntities(kind: EntityKind.conversation)
-        var messages = 0
-        for row in conversations {
-            messages += try await store.latestMessages(conversation: row.key, limit: Conversation.windowSize).count
-        }
-        lap("load \(conversations.count) conversations with \(messages) messages (one query each)", t)
+        let conversations = try await store.loadConversations(messageLimit: Conversation.windowSize)
+        lap("load \(conversations.count) conversations with \(conversations.reduce(0) { $0 + $1.latestMessages.count }) messages (one store call)", t)
 
         t = Clock.wall
         let engine = try await Recovery.engine(configuration: CoordinatorConfiguration(), store: store, now: now)

@@ -198,6 +198,28 @@ import TestSupport
         }
     }
 
+    /// What a restart reads of the conversations: every row with its latest messages,
+    /// oldest first, in one call.
+    @Test(arguments: Backend.allCases)
+    func conversationsWithTheirLatestMessagesInOneCall(_ backend: Backend) async throws {
+        try await withStore(backend) { store, _ in
+            func conversation(_ key: String) -> EntityRow {
+                EntityRow(kind: EntityKind.conversation, key: key, version: 1, body: Array(#"{"k":"\#(key)"}"#.utf8), updatedAt: 5)
+            }
+            func message(_ key: String, _ seq: Int64) -> DMMessageRow {
+                DMMessageRow(conversation: key, seq: seq, id: "\(key)-\(seq)", sender: "alice", text: "t\(seq)", sentAt: seq, isRead: false)
+            }
+            try await store.commit(StoreBatch(
+                entities: [conversation("a|b"), conversation("a|c"), conversation("b|c"), Self.room("r1", version: 1)],
+                messages: (1...5).map { message("a|b", $0) } + (1...2).map { message("b|c", $0) } + [message("x|y", 1)]))
+            let loaded = try await store.loadConversations(messageLimit: 3)
+            #expect(loaded.map(\.row.key) == ["a|b", "a|c", "b|c"])
+            #expect(loaded.map(\.row) == [conversation("a|b"), conversation("a|c"), conversation("b|c")])
+            #expect(loaded.map { $0.latestMessages.map(\.seq) } == [[3, 4, 5], [], [1, 2]])
+            #expect(loaded[0].latestMessages == (3...5).map { message("a|b", $0) })
+        }
+    }
+
     @Test(arguments: Backend.allCases)
     func aBatchIsAllOrNothing(_ backend: Backend) async throws {
         try await withStore(backend) { store, _ in

@@ -26,6 +26,10 @@ public protocol CoordinatorStore: Actor {
     /// confirms a digest hit (a resend of an id older than the engine keeps whole).
     func seenId(user: String, id: String) async throws -> SeenId?
     func latestMessages(conversation: String, limit: Int) async throws -> [DMMessageRow]
+    /// Every conversation's row with its latest `messageLimit` messages, oldest first, in
+    /// one call: a restart reads them all, and a call per conversation costs a hop to
+    /// the store's executor (or a round trip to PostgreSQL) each.
+    func loadConversations(messageLimit: Int) async throws -> [StoredConversation]
 
     // The pipeline
     /// Writes everything of one batch in one transaction: all of it or none (see

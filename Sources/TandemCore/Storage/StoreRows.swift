@@ -104,6 +104,18 @@ public struct DMMessageRow: Sendable, Equatable {
     }
 }
 
+/// A conversation's row and its latest messages, oldest first: what a restart reads of it.
+public struct StoredConversation: Sendable, Equatable {
+    public var row: EntityRow
+    /// The latest messages, oldest first (at most the window).
+    public var latestMessages: [DMMessageRow]
+
+    public init(row: EntityRow, latestMessages: [DMMessageRow]) {
+        self.row = row
+        self.latestMessages = latestMessages
+    }
+}
+
 /// Marks every message from `sender` in `conversation` up to `throughSeq` read: what a
 /// DM `read` command does, for the whole stored history (not only the messages a
 /// snapshot shows). The bound keeps a message appended later in the same batch unread.
