@@ -89,13 +89,12 @@ struct RememberedIds {
             sealed = [:]
         }
         if sealed.isEmpty, recent.count >= foldThreshold {
-            // Everything applied moves; what still waits in the buffer stays (few).
+            // Everything applied moves; what still waits in the buffer stays (few). `recent`
+            // is given up before `sealed` is changed, so that nothing copies the dictionary.
+            let waiting = recent.filter { $0.value.inBuffer }
             sealed = recent
-            recent = [:]
-            for (key, entry) in sealed where entry.inBuffer {
-                recent[key] = entry
-                sealed[key] = nil
-            }
+            recent = waiting
+            for key in waiting.keys { sealed[key] = nil }
             sealedAtStep = stepsApplied
         }
         guard now - lastPrune >= Self.pruneIntervalMs else { return (stepsApplied, false) }

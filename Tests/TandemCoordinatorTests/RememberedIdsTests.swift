@@ -79,19 +79,23 @@ import TandemCore
         var e = Engine(configuration: configuration(), epoch: "e0", now: Self.t0)
         e.remembered.foldThreshold = 3
         for i in 0..<4 { _ = e.ingest(topic: Self.topic, payload: create("e\(i)", sticker: "s\(i)"), now: Self.t0) }
+        // Still in the buffer when the fold comes: it stays exact, and a copy waits for it.
+        _ = e.ingest(topic: Self.topic, payload: create("w", sticker: "sw"), now: Self.t0 + 20)
         let first = e.step(now: Self.t0 + 30)
         #expect(first.number == 1)
-        #expect(e.remembered.sealed.count == 4 && e.remembered.recent.isEmpty)
+        #expect(e.remembered.sealed.count == 4 && e.remembered.recent.keys.map(\.id) == ["w"])
+        #expect(e.ingest(topic: Self.topic, payload: create("w", sticker: "sw"), now: Self.t0 + 25).isEmpty)
         // Not committed yet: a resend is answered at once, exactly.
         let early = receipts(e.ingest(topic: Self.topic, payload: create("e2", sticker: "s2"), now: Self.t0 + 40))
         #expect(early.first?["status"] == "duplicate" && early.first?["original"]?["status"] == "accepted")
         let second = e.step(now: Self.t0 + 50)
+        #expect(receipts(second.publications).map { $0["status"] ?? .null } == ["accepted", "duplicate"])
         #expect(e.remembered.sealed.count == 4, "step 1 is not committed: still exact")
         e.committed(through: first.number)
         e.committed(through: second.number)
         _ = e.step(now: Self.t0 + 60)
         #expect(e.remembered.sealed.isEmpty && e.remembered.older.count == 4)
-        #expect(e.gauges.seenIds == 4)
+        #expect(e.gauges.seenIds == 5)
         #expect(e.ingest(topic: Self.topic, payload: create("e2", sticker: "s2"), now: Self.t0 + 70).isEmpty)
         #expect(e.takeIdChecks().map(\.id) == ["e2"])
         // A new id is still new.
