@@ -276,7 +276,7 @@ extension CoordinatorService {
             engine.metrics.commitMillisTotal += ms
             engine.metrics.commitMillisMax = max(engine.metrics.commitMillisMax, ms)
         }
-        engine.committed(step)
+        engine.committed(through: step.number)
         // Before anything goes out: a scrape after a receipt arrived counts it.
         exporter.observe(engine)
         send(step.publications, via: client, metrics: &engine.metrics)

@@ -96,10 +96,11 @@ extension Engine {
         }
     }
 
-    /// The store holds everything `step` persisted: its ids may be kept as digests only.
-    /// Call it after each step's commit, in order (a step with an empty batch counts too).
-    public mutating func committed(_ step: Step) {
-        remembered.committed(through: step.number)
+    /// The store holds everything steps up to `number` (``Step/number``) persisted: their
+    /// ids may be kept as digests only. Call it after each step's commit, in order (a
+    /// step with an empty batch counts too, when its publications go out).
+    public mutating func committed(through number: Int) {
+        remembered.committed(through: number)
     }
 
     /// After each step: folds and forgets remembered ids when due, and with each pruning
