@@ -15,7 +15,7 @@ public struct Engine {
         public var batch = StoreBatch()
         public var publications: [Publication] = []
         /// Steps are numbered from 1 in the order the engine made them; tell it when one
-        /// is committed (``committed(_:)``).
+        /// is committed (``committed(through:)``).
         public var number = 0
     }
 
