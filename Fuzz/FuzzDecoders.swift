@@ -2,8 +2,8 @@
 // `swiftc -sanitize=fuzzer,address` together with the TandemCore sources, as one module,
 // so nothing here needs to be public).
 //
-// Every input goes through every decoder the coordinator runs on untrusted bytes, and
-// through the topic parser as a topic. Besides "never crash, never hang, never read out
+// Every input goes through every decoder the coordinator runs on untrusted bytes (and the
+// binary room body reader), and through the topic parser as a topic. Besides "never crash, never hang, never read out
 // of bounds" (what the sanitizer and libFuzzer catch), it checks two properties and
 // traps when one fails, so libFuzzer saves the input:
 //   - JSON written by `serialized()` parses back to the same value (numbers compared by
@@ -48,6 +48,13 @@ public func tandemFuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CI
     _ = HealthData.decode(bytes)
     _ = ClientRequest.decode(bytes)
     _ = PresenceTracker.parse(bytes)
+
+    // A room body as the store holds it: not a client's bytes, but a corrupt row must be
+    // an error, never a crash, and what reads back must write the same bytes again.
+    if let room = try? RoomState(persistedBytes: [0, 2] + bytes) {
+        let body = room.persistedBytes()
+        precondition((try? RoomState(persistedBytes: body))?.persistedBytes() == body, "room body round trip")
+    }
 
     let topics = Topics()
     let text = String(decoding: bytes, as: UTF8.self)

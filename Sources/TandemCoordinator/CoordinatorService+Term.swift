@@ -14,6 +14,8 @@ extension CoordinatorService {
         case metricsTick
         /// A query could not be answered from the database (counted in the metrics).
         case queryFailed
+        /// The store's answer for an id remembered only as a digest (`Engine.IdCheck`).
+        case idChecked(Engine.IdCheck, Result<SeenId?, any Error>)
         case shutdown
         /// The leader lease is gone (``LeaseFence``): stop at once, commit and publish nothing.
         case leaseLost(String)
@@ -31,6 +33,8 @@ extension CoordinatorService {
     struct CommitPipeline {
         struct InFlight {
             var publications: [Publication]
+            /// The step's number (``Engine/Step/number``), for ``Engine/committed(through:)``.
+            var number: Int
             var events: Int
             var started: ContinuousClock.Instant
             /// nil when the commit succeeded, else its error.
@@ -177,6 +181,8 @@ extension CoordinatorService {
         // Queries leave the pipeline here: answered one after another from the reader's
         // own connection, while the pipeline goes on with everyone's events.
         let (queries, queryFeed) = AsyncStream.makeStream(of: Engine.Query.self)
+        // Resends of ids remembered only as digests: confirmed by the reader, off the pipeline.
+        let (idChecks, idCheckFeed) = AsyncStream.makeStream(of: Engine.IdCheck.self)
         let metricsInterval = Duration.milliseconds(configuration.metricsIntervalMs)
         return try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask {
@@ -185,6 +191,15 @@ extension CoordinatorService {
             group.addTask { [self] in
                 for await query in queries where await !answer(query, store: reader, client: client) {
                     feed.yield(.queryFailed)
+                }
+            }
+            group.addTask {
+                for await check in idChecks {
+                    do {
+                        feed.yield(.idChecked(check, .success(try await reader.seenId(user: check.user, id: check.id))))
+                    } catch {
+                        feed.yield(.idChecked(check, .failure(error)))
+                    }
                 }
             }
             group.addTask {
@@ -227,6 +242,7 @@ extension CoordinatorService {
                             send(immediate, via: client, metrics: &engine.metrics)
                         }
                         for query in engine.takeQueries() { queryFeed.yield(query) }
+                        for check in engine.takeIdChecks() { idCheckFeed.yield(check) }
                     case .committed(let failure):
                         guard let done = commits.inFlight else { break }
                         commits.inFlight = nil
@@ -238,6 +254,18 @@ extension CoordinatorService {
                         send(done.publications, via: client, metrics: &engine.metrics)
                         send(commits.held, via: client, metrics: &engine.metrics)
                         commits.held = []
+                    case .idChecked(let check, .success(let firstCopy)):
+                        // Answered like an ingest: behind the batch in flight, if any.
+                        let answered = engine.resolve(check, firstCopy: firstCopy, at: now)
+                        if commits.isCommitting {
+                            commits.held += answered
+                        } else {
+                            send(answered, via: client, metrics: &engine.metrics)
+                        }
+                    case .idChecked(let check, .failure(let error)):
+                        // No receipt: the sender resends, and the id is checked again.
+                        engine.metrics.errors += 1
+                        logger.warning("could not check a remembered id", error: error, metadata: ["user": "\(check.user)", "id": "\(check.id)"])
                     case .connection(.connected(let sessionPresent)):
                         connections += 1
                         connectionChanged(up: true, reconnect: connections > 1)
@@ -275,6 +303,7 @@ extension CoordinatorService {
                             exporter.observe(metrics: engine.metrics, gauges: engine.gauges)
                             // Nothing to persist (paced snapshots, a republished chunk): every
                             // state they show is committed already.
+                            engine.committed(through: step.number)
                             send(step.publications, via: client, metrics: &engine.metrics)
                         } else {
                             let batch = step.batch
@@ -288,7 +317,7 @@ extension CoordinatorService {
                                     return error
                                 }
                             }
-                            commits.inFlight = .init(publications: step.publications, events: batch.events.count, started: .now, task: task)
+                            commits.inFlight = .init(publications: step.publications, number: step.number, events: batch.events.count, started: .now, task: task)
                         }
                     }
                     // While a batch commits, its completion wakes the next step: a timer for
@@ -321,6 +350,7 @@ extension CoordinatorService {
 
     /// Counts a batch that committed (its time includes the wait on the store's executor).
     private func committed(_ done: CommitPipeline.InFlight, engine: inout Engine) {
+        engine.committed(through: done.number)
         let elapsed = ContinuousClock.now - done.started
         exporter.committed(after: elapsed, events: done.events)
         let ms = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
@@ -349,6 +379,7 @@ extension CoordinatorService {
             engine.metrics.commitMillisTotal += ms
             engine.metrics.commitMillisMax = max(engine.metrics.commitMillisMax, ms)
         }
+        engine.committed(through: step.number)
         // Before anything goes out: a scrape after a receipt arrived counts it.
         exporter.observe(metrics: engine.metrics, gauges: engine.gauges)
         send(step.publications, via: client, metrics: &engine.metrics)

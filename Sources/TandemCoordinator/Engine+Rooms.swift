@@ -14,11 +14,13 @@ extension Engine {
     }
 
     func roomVersion(_ roomId: String) -> Int64? {
+        if let packed = packedRooms[roomId] { return packed.version }
         guard let room = rooms[roomId], room.exists else { return nil }
         return room.version
     }
 
     mutating func applyRoomEvent(_ event: EditEvent, roomId: String, user: String, now: Millis, changes: inout BatchChanges) -> Receipt {
+        unpackRoom(roomId)
         if event.type == .create, let room = rooms[roomId], room.stickerCount >= configuration.maxStickersPerRoom,
            room.sticker(event.stickerId) == nil, !room.isDeleted(event.stickerId) {
             return .rejected(id: event.eventId, kind: .room, Rejection(.roomFull, "room \(roomId) holds \(room.stickerCount) stickers, the most it may"), version: room.version)
@@ -82,4 +84,36 @@ extension Engine {
     func roomSnapshot(_ room: RoomState) -> Publication {
         Publication(topic: topics.roomState(room: room.roomId), payload: room.snapshotBytes(epoch: epoch), retain: true)
     }
+
+    func packedRoomSnapshot(_ room: PackedRoom) -> Publication {
+        Publication(topic: topics.roomState(room: room.roomId), payload: room.snapshotBytes(epoch: epoch), retain: true)
+    }
+
+    // MARK: Packed rooms
+
+    /// Makes a packed room whole before an event touches it.
+    mutating func unpackRoom(_ roomId: String) {
+        guard let packed = packedRooms.removeValue(forKey: roomId) else { return }
+        rooms[roomId] = packed.unpacked()
+    }
+
+    /// Rooms whole but unchanged for this long, and holding no lock, are packed again.
+    static let roomIdleMs: Millis = 600_000
+
+    /// Packs the rooms nobody changed for ``roomIdleMs`` (a room's `updatedAt` is its
+    /// last change), so that a long run holds its busy rooms whole and the rest in a few
+    /// bytes per sticker, as a restart does.
+    /// At most ``packsPerPass`` at a time, to bound the pause.
+    mutating func packIdleRooms(now: Millis) {
+        var budget = Self.packsPerPass
+        for (roomId, room) in rooms where budget > 0 && room.exists && now - room.updatedAt >= Self.roomIdleMs {
+            if let packed = PackedRoom(room) {
+                rooms[roomId] = nil
+                packedRooms[roomId] = packed
+                budget -= 1
+            }
+        }
+    }
+
+    static let packsPerPass = 1_000
 }

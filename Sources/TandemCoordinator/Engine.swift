@@ -14,6 +14,9 @@ public struct Engine {
     public struct Step: Sendable {
         public var batch = StoreBatch()
         public var publications: [Publication] = []
+        /// Steps are numbered from 1 in the order the engine made them; tell it when one
+        /// is committed (``committed(through:)``).
+        public var number = 0
     }
 
     /// One event or command waiting in the reorder buffer.
@@ -32,55 +35,6 @@ public struct Engine {
         var arrival: Millis = 0
     }
 
-    struct SeenKey: Hashable {
-        var user: String
-        var id: String
-    }
-
-    /// When an id was first seen and, once applied, what its first copy got. There is
-    /// one per remembered id (a million after a busy day), so it is packed into 24
-    /// bytes rather than nesting optionals.
-    struct SeenEntry {
-        var at: Millis
-        /// The first copy's version; `Int64.min`: none.
-        private var version = Int64.min
-        /// 0: not applied yet (or unknown), 1: accepted, 2: rejected.
-        private var status: UInt8 = 0
-        /// Index in `ReceiptCode.allCases`; `UInt8.max`: none.
-        private var code = UInt8.max
-        /// Copies that arrived while the first still waited in the reorder buffer: they
-        /// are answered when it is applied, so that their receipts can say its outcome.
-        var waitingCopies: UInt16 = 0
-        var inBuffer = false
-
-        init(at: Millis, original: Receipt.Original? = nil, inBuffer: Bool = false) {
-            self.at = at
-            self.inBuffer = inBuffer
-            self.original = original
-        }
-
-        var original: Receipt.Original? {
-            get {
-                guard status != 0 else { return nil }
-                return Receipt.Original(
-                    status: status == 1 ? .accepted : .rejected,
-                    code: code == .max ? nil : SeenEntry.codes[Int(code)],
-                    version: version == .min ? nil : version)
-            }
-            set {
-                guard let newValue else {
-                    status = 0
-                    return
-                }
-                status = newValue.status == .rejected ? 2 : 1
-                code = newValue.code.flatMap { c in SeenEntry.codes.firstIndex(of: c).map(UInt8.init) } ?? .max
-                version = newValue.version ?? .min
-            }
-        }
-
-        static let codes = ReceiptCode.allCases
-    }
-
     struct LeaseDeadline: Comparable {
         var at: Millis
         var roomId: String
@@ -92,12 +46,18 @@ public struct Engine {
     public let epoch: String
     public var metrics = Metrics()
 
+    /// Rooms an event touched since they were last packed, whole.
     var rooms: [String: RoomState] = [:]
+    /// Every other room, as its persisted body (``PackedRoom``): unpacked on its first
+    /// event, packed again when idle (``packIdleRooms(now:)``). A room is in one or the other.
+    var packedRooms: [String: PackedRoom] = [:]
     var conversations: [ConversationKey: Conversation] = [:]
     /// The `seq` of the last stored message of each conversation.
     var messageSeq: [ConversationKey: Int64] = [:]
     var workouts: [WorkoutKey: WorkoutState] = [:]
-    var seen: [SeenKey: SeenEntry] = [:]
+    var remembered: RememberedIds
+    /// Ids whose digest was remembered, waiting for the store to say (``takeIdChecks()``).
+    var idChecks: [IdCheck] = []
     var buckets: [String: TokenBucket] = [:]
     /// How many conversations each user is part of (for the per-user cap).
     var conversationCount: [String: Int] = [:]
@@ -147,7 +107,6 @@ public struct Engine {
 
     /// What ingest decided that must be persisted with the next step (telemetry).
     var pendingBatch = StoreBatch()
-    var lastSeenPrune: Millis
 
     public init(configuration: CoordinatorConfiguration, epoch: String, now: Millis) {
         self.configuration = configuration
@@ -155,40 +114,53 @@ public struct Engine {
         self.epoch = epoch
         self.buffer = ReorderBuffer(window: configuration.reorderWindowMs)
         self.presence = PresenceTracker(grace: configuration.presenceGraceMs)
-        self.lastSeenPrune = now
         self.wall = now
+        self.remembered = RememberedIds(older: IdDigests(since: now), now: now)
     }
 
     // MARK: Recovery
 
     /// What a restart read from the store, as values (``Recovery`` does the reading).
     public struct Recovered: Sendable {
-        public struct StoredConversation: Sendable {
-            public var row: EntityRow
-            /// The latest messages, oldest first (at most the window).
-            public var latestMessages: [DMMessageRow]
+        public typealias StoredConversation = TandemCore.StoredConversation
 
-            public init(row: EntityRow, latestMessages: [DMMessageRow]) {
-                self.row = row
-                self.latestMessages = latestMessages
-            }
-        }
-
-        public var rooms: [RoomState] = []
+        public var rooms = Rooms()
         public var conversations: [StoredConversation] = []
         public var workouts: [EntityRow] = []
-        public var seenIds: [SeenId] = []
+        /// The remembered ids, as the store's digests (``CoordinatorStore/loadSeenDigests(since:)``).
+        public var seenDigests = IdDigests(since: 0)
 
         public init() {}
+
+        /// The rooms as read (``Engine/parseRooms(_:)``): those holding a lock whole, the
+        /// rest packed, and the rows to write again where a body was in the old format.
+        public struct Rooms: Sendable {
+            public var live: [RoomState] = []
+            public var packed: [PackedRoom] = []
+            public var rewritten: [EntityRow] = []
+
+            public init() {}
+
+            mutating func add(_ other: Rooms) {
+                live += other.live
+                packed += other.packed
+                rewritten += other.rewritten
+            }
+        }
     }
 
     /// Rebuilds the state from the store's current-state rows (no history replay).
     public init(configuration: CoordinatorConfiguration, epoch: String, recovered: Recovered, now: Millis) throws {
         self.init(configuration: configuration, epoch: epoch, now: now)
-        for room in recovered.rooms {
+        for room in recovered.rooms.live {
             rooms[room.roomId] = room
             trackLease(of: room)
         }
+        packedRooms.reserveCapacity(recovered.rooms.packed.count)
+        for room in recovered.rooms.packed { packedRooms[room.roomId] = room }
+        // Bodies of the old format go back to the store in the binary one with the first
+        // step, so that the next start reads them fast.
+        pendingBatch.entities = recovered.rooms.rewritten
         for stored in recovered.conversations {
             let messages = stored.latestMessages.map { DirectMessage(id: $0.id, sender: $0.sender, text: $0.text, sentAt: $0.sentAt, isRead: $0.isRead) }
             let conversation = try Conversation(persisted: JSON.parse(stored.row.body), messages: messages)
@@ -201,30 +173,43 @@ public struct Engine {
             let workout = try WorkoutState(persisted: JSON.parse(row.body))
             workouts[WorkoutKey(user: workout.user, workoutId: workout.workoutId)] = workout
         }
-        seen.reserveCapacity(recovered.seenIds.count)
-        for id in recovered.seenIds {
-            seen[SeenKey(user: id.userId, id: id.id)] = SeenEntry(at: id.seenAt, original: id.original)
-        }
+        if !recovered.seenDigests.isEmpty { remembered.older = recovered.seenDigests }
     }
 
-    /// Rebuilds rooms from their rows in a few tasks at once (each room is its own value):
-    /// the largest CPU cost of a restart, spread over the cores.
-    public static func parseRooms(_ rows: [EntityRow]) async throws -> [RoomState] {
+    /// Reads rooms from their rows in a few tasks at once (each room is its own value),
+    /// spread over the cores: each body is read whole (so a bad one stops the start), and
+    /// a room that holds no lock is kept packed as its body. Bodies of the old format
+    /// (JSON) are written anew in the binary one (`rewritten`).
+    public static func parseRooms(_ rows: [EntityRow]) async throws -> Recovered.Rooms {
         let chunkSize = max(256, rows.count / 8 + 1)
-        return try await withThrowingTaskGroup(of: [RoomState].self) { group in
+        return try await withThrowingTaskGroup(of: Recovered.Rooms.self) { group in
             for start in stride(from: 0, to: rows.count, by: chunkSize) {
                 let chunk = rows[start..<min(start + chunkSize, rows.count)]
-                group.addTask { try chunk.map { try RoomState(persisted: JSON.parse($0.body)) } }
+                group.addTask {
+                    var part = Recovered.Rooms()
+                    for row in chunk {
+                        let room = try RoomState(persistedBytes: row.body)
+                        let isOld = row.body.first == UInt8(ascii: "{")
+                        let body = isOld ? room.persistedBytes() : row.body
+                        if let packed = PackedRoom(room, body: body) {
+                            part.packed.append(packed)
+                        } else {
+                            part.live.append(room)
+                        }
+                        if isOld { part.rewritten.append(EntityRow(kind: row.kind, key: row.key, version: row.version, body: body, updatedAt: row.updatedAt)) }
+                    }
+                    return part
+                }
             }
-            var rooms: [RoomState] = []
-            rooms.reserveCapacity(rows.count)
-            for try await part in group { rooms += part }
+            var rooms = Recovered.Rooms()
+            rooms.packed.reserveCapacity(rows.count)
+            for try await part in group { rooms.add(part) }
             return rooms
         }
     }
 
     public var summaryLine: String {
-        "\(rooms.count) rooms, \(conversations.count) conversations, \(workouts.count) workouts, \(seen.count) remembered ids"
+        "\(rooms.count + packedRooms.count) rooms, \(conversations.count) conversations, \(workouts.count) workouts, \(remembered.count) remembered ids"
     }
 
     // MARK: Ingest
@@ -332,19 +317,27 @@ public struct Engine {
 
     /// The common path of buffered events and commands after decoding: duplicate check,
     /// timestamp clamp, into the buffer.
-    mutating func admit(_ item: Buffered, kind: Receipt.Kind, timestamp: Millis, currentVersion: Int64?, now: Millis) -> [Publication] {
+    /// `digestChecked`: the store said that an id whose digest is remembered was not seen
+    /// (``resolve(_:firstCopy:at:)``).
+    mutating func admit(_ item: Buffered, kind: Receipt.Kind, timestamp: Millis, currentVersion: Int64?, now: Millis, digestChecked: Bool = false) -> [Publication] {
         let key = SeenKey(user: item.user, id: item.id)
-        if let entry = seen[key] {
+        switch remembered.lookup(key) {
+        case .exact(let entry):
             if entry.inBuffer {
-                if seen[key]!.waitingCopies < .max { seen[key]!.waitingCopies += 1 }
+                remembered.addWaitingCopy(key)
                 return []
             }
             return [receipt(.duplicate(id: item.id, kind: kind, version: currentVersion, original: entry.original), to: item.user, arrivedAt: now)]
+        case .digest where !digestChecked:
+            idChecks.append(IdCheck(item: item, kind: kind, timestamp: timestamp, arrival: now))
+            return []
+        case .digest, .unseen:
+            break
         }
         if !takeToken(for: item.user, now: now) {
             return [receipt(.rejected(id: item.id, kind: kind, Self.rateLimited, version: currentVersion), to: item.user, arrivedAt: now)]
         }
-        seen[key] = SeenEntry(at: wall, inBuffer: true)
+        remembered.admit(key, now: wall)
         var item = item
         item.arrival = now
         // Skew is judged against the wall clock: timestamps are times of day.
@@ -440,20 +433,14 @@ public struct Engine {
                 target = WorkoutKey(user: item.user, workoutId: workoutId).description
                 receipt = applyWorkoutControl(control, workoutId: workoutId, device: device, user: item.user, now: now, changes: &changes, batch: &step.batch)
             }
-            let key = SeenKey(user: item.user, id: item.id)
             let original = Receipt.Original(receipt)
-            var entry = seen[key] ?? SeenEntry(at: wall)
-            entry.original = original
-            entry.inBuffer = false
-            let copies = entry.waitingCopies
-            entry.waitingCopies = 0
-            seen[key] = entry
-            step.batch.seenIds.append(SeenId(userId: item.user, id: item.id, kind: receipt.kind, seenAt: entry.at, original: original))
+            let (firstSeen, copies) = remembered.applied(SeenKey(user: item.user, id: item.id), original: original, now: wall)
+            step.batch.seenIds.append(SeenId(userId: item.user, id: item.id, kind: receipt.kind, seenAt: firstSeen, original: original))
             step.batch.events.append(EventLogRow(
                 at: wall, kind: receipt.kind, userId: item.user, target: target, id: item.id,
                 status: receipt.status, code: receipt.code, version: receipt.version, payload: item.payload))
             receipts.append(self.receipt(receipt, to: item.user, arrivedAt: item.arrival, target: target))
-            for _ in 0..<Int(copies) {
+            for _ in 0..<copies {
                 // Their own arrival is not kept: timed from the first copy's.
                 receipts.append(self.receipt(
                     .duplicate(id: item.id, kind: receipt.kind, version: receipt.version, original: original),
@@ -471,7 +458,7 @@ public struct Engine {
         step.publications += republishChunk(now: now)
         // Receipts last: by the time a client hears "accepted, version N", snapshot N is out.
         step.publications += receipts
-        pruneSeenIfDue(now: now)
+        step.number = afterStep(now: now, batch: &step.batch)
         return step
     }
 
@@ -527,7 +514,7 @@ public struct Engine {
 
     /// Every room, conversation and workout that has a snapshot.
     var everything: [Republish] {
-        rooms.values.filter(\.exists).map { .room($0.roomId) }
+        rooms.values.filter(\.exists).map { .room($0.roomId) } + packedRooms.keys.map { .room($0) }
             + conversations.values.filter(\.exists).map { .conversation($0.key) }
             + workouts.keys.map { .workout($0) }
     }
@@ -537,7 +524,7 @@ public struct Engine {
     func snapshots(of item: Republish) -> [Publication] {
         switch item {
         case .room(let id):
-            return rooms[id].map { [roomSnapshot($0)] } ?? []
+            return rooms[id].map { [roomSnapshot($0)] } ?? packedRooms[id].map { [packedRoomSnapshot($0)] } ?? []
         case .conversation(let key):
             return conversations[key].map(conversationSnapshots) ?? []
         case .workout(let key):
@@ -555,20 +542,11 @@ public struct Engine {
         var g = Metrics.Gauges()
         g.bufferDepth = buffer.count
         g.republishRemaining = republishQueue.count - republishIndex
-        g.rooms = rooms.count
+        g.rooms = rooms.count + packedRooms.count
         g.conversations = conversations.count
         g.workouts = workouts.count
-        g.seenIds = seen.count
+        g.seenIds = remembered.count
         return g
-    }
-
-    /// Forgets ids older than the retention once an hour (the store prunes its copy).
-    mutating func pruneSeenIfDue(now: Millis) {
-        guard now - lastSeenPrune >= 3_600_000 else { return }
-        lastSeenPrune = now
-        let cutoff = wall - configuration.seenIdRetentionMs
-        seen = seen.filter { $0.value.at >= cutoff }
-        buckets = buckets.filter { !$0.value.isFull(now: now) }
     }
 }
 

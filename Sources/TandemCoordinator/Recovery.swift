@@ -5,17 +5,14 @@ import TandemCore
 public enum Recovery {
     public static func engine(configuration: CoordinatorConfiguration, store: some CoordinatorStore, now: Millis) async throws -> Engine {
         let roomRows = try await store.loadEntities(kind: EntityKind.room)
-        // The store reads the remembered ids on its own thread while this task rebuilds
-        // the rooms: the two largest parts of a restart, overlapped on two cores.
-        async let seenIds = store.loadSeenIds(since: now - configuration.seenIdRetentionMs)
+        // The store reads the remembered ids (as digests) on its own thread while this
+        // task reads the rooms: the two largest parts of a restart, overlapped.
+        async let seenDigests = store.loadSeenDigests(since: now - configuration.seenIdRetentionMs)
         var recovered = Engine.Recovered()
         recovered.rooms = try await Engine.parseRooms(roomRows)
-        for row in try await store.loadEntities(kind: EntityKind.conversation) {
-            let stored = try await store.latestMessages(conversation: row.key, limit: Conversation.windowSize)
-            recovered.conversations.append(Engine.Recovered.StoredConversation(row: row, latestMessages: stored))
-        }
+        recovered.conversations = try await store.loadConversations(messageLimit: Conversation.windowSize)
         recovered.workouts = try await store.loadEntities(kind: EntityKind.workout)
-        recovered.seenIds = try await seenIds
+        recovered.seenDigests = try await seenDigests
         return try Engine(configuration: configuration, epoch: store.epoch, recovered: recovered, now: now)
     }
 }

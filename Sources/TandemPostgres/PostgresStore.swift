@@ -205,6 +205,11 @@ public actor PostgresStore: CoordinatorStore {
             throw PostgresStoreError(kind: .fenced, message: "commit batch \(number) of term \(term ?? 0): the database's lease names another term (another coordinator took over)")
         }
 
+        if let forget = batch.forgetSeenIds {
+            try await run(connection, """
+                DELETE FROM seen_ids WHERE (user_id, id) IN (SELECT user_id, id FROM seen_ids WHERE seen_at < $1 ORDER BY seen_at LIMIT $2)
+                """, binds(forget.before, Int64(forget.limit)))
+        }
         if !batch.seenIds.isEmpty {
             let s = batch.seenIds
             try await run(connection, """
@@ -303,18 +308,40 @@ public actor PostgresStore: CoordinatorStore {
     }
 
     public func loadSeenIds(since: Millis) async throws -> [SeenId] {
-        try await rows(
-            "SELECT user_id, id, kind, seen_at, status, code, version FROM seen_ids WHERE seen_at >= $1", binds(since),
-            "load remembered ids"
-        ) { row in
-            let (user, id, kind, seenAt, status, code, version) = try row.decode(
-                (String, String, String, Int64, String?, String?, Int64?).self)
-            var original: Receipt.Original?
-            if let status = status.flatMap(Receipt.Status.init(rawValue:)) {
-                original = Receipt.Original(status: status, code: code.flatMap(ReceiptCode.init(rawValue:)), version: version)
+        try await rows("\(Self.selectSeenId) WHERE seen_at >= $1", binds(since), "load remembered ids", Self.seenId)
+    }
+
+    /// The same rows as ``loadSeenIds(since:)``, as digests made from the raw bytes of
+    /// each row: no string per id.
+    public func loadSeenDigests(since: Millis) async throws -> IdDigests {
+        try await withConnection("load remembered ids") { connection in
+            var digests = IdDigests(since: since)
+            let rows = try await connection.query(
+                PostgresQuery(unsafeSQL: "SELECT user_id, id, seen_at FROM seen_ids WHERE seen_at >= $1", binds: binds(since)), logger: logger)
+            for try await (user, id, seenAt) in rows.decode((ByteBuffer, ByteBuffer, Int64).self) {
+                user.withUnsafeReadableBytes { u in
+                    id.withUnsafeReadableBytes { i in digests.insert(user: u, id: i, seenAt: seenAt) }
+                }
             }
-            return SeenId(userId: user, id: id, kind: try Self.value(kind, column: "seen_ids.kind"), seenAt: seenAt, original: original)
+            digests.seal()
+            return digests
         }
+    }
+
+    public func seenId(user: String, id: String) async throws -> SeenId? {
+        try await rows("\(Self.selectSeenId) WHERE user_id = $1 AND id = $2", binds(user, id), "read a remembered id", Self.seenId).first
+    }
+
+    static let selectSeenId = "SELECT user_id, id, kind, seen_at, status, code, version FROM seen_ids"
+
+    static func seenId(_ row: PostgresRow) throws -> SeenId {
+        let (user, id, kind, seenAt, status, code, version) = try row.decode(
+            (String, String, String, Int64, String?, String?, Int64?).self)
+        var original: Receipt.Original?
+        if let status = status.flatMap(Receipt.Status.init(rawValue:)) {
+            original = Receipt.Original(status: status, code: code.flatMap(ReceiptCode.init(rawValue:)), version: version)
+        }
+        return SeenId(userId: user, id: id, kind: try value(kind, column: "seen_ids.kind"), seenAt: seenAt, original: original)
     }
 
     static let selectMessage = "SELECT conversation, seq, id, sender, text, sent_at, is_read FROM dm_messages"
@@ -331,6 +358,25 @@ public actor PostgresStore: CoordinatorStore {
             "\(Self.selectMessage) WHERE conversation = $1 ORDER BY seq DESC LIMIT $2", binds(conversation, Int64(limit)),
             "load the latest messages of \(conversation)", Self.message
         ).reversed()
+    }
+
+    /// Every conversation with its latest messages in two queries: the rows, then each
+    /// conversation's latest messages through a lateral join (an index scan each, one
+    /// round trip for all).
+    public func loadConversations(messageLimit: Int) async throws -> [StoredConversation] {
+        let rows = try await loadEntities(kind: EntityKind.conversation)
+        let messages = try await self.rows(
+            """
+            SELECT m.conversation, m.seq, m.id, m.sender, m.text, m.sent_at, m.is_read
+            FROM entities c CROSS JOIN LATERAL (
+                SELECT * FROM dm_messages WHERE conversation = c.key ORDER BY seq DESC LIMIT $2) m
+            WHERE c.kind = $1
+            """, binds(EntityKind.conversation, Int64(messageLimit)), "load the latest messages of every conversation", Self.message)
+        var latest: [String: [DMMessageRow]] = [:]
+        for message in messages { latest[message.conversation, default: []].append(message) }
+        return rows.map { row in
+            StoredConversation(row: row, latestMessages: (latest[row.key] ?? []).sorted { $0.seq < $1.seq })
+        }
     }
 
     public func messages(conversation: String, before sentAt: Millis?, limit: Int) async throws -> [DMMessageRow] {

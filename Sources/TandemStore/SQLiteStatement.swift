@@ -77,6 +77,13 @@ public struct SQLiteRow {
         return String(decoding: UnsafeBufferPointer(start: bytes, count: count), as: UTF8.self)
     }
 
+    /// The column's UTF-8 text in place, without a copy: valid only until the statement
+    /// steps again or is reset (hash it or copy it, never keep it). Empty for NULL.
+    public func textBytes(_ column: Int32) -> UnsafeRawBufferPointer {
+        guard let bytes = sqlite3_column_text(handle, column) else { return UnsafeRawBufferPointer(start: nil, count: 0) }
+        return UnsafeRawBufferPointer(start: bytes, count: Int(sqlite3_column_bytes(handle, column)))
+    }
+
     /// The column as bytes; [] for NULL or an empty blob.
     public func blob(_ column: Int32) -> [UInt8] {
         guard let bytes = sqlite3_column_blob(handle, column) else { return [] }

@@ -106,6 +106,9 @@ public actor TandemStore {
     public func commit(_ batch: StoreBatch) throws {
         guard !batch.isEmpty else { return }
         try connection.transaction { db in
+            if let forget = batch.forgetSeenIds {
+                try db.run(Self.forgetSeenIds, [.integer(forget.before), .integer(Int64(forget.limit))])
+            }
             for seen in batch.seenIds {
                 try db.run(Self.insertSeenId, [
                     .text(seen.userId), .text(seen.id), .text(seen.kind.rawValue), .integer(seen.seenAt),
@@ -145,6 +148,9 @@ public actor TandemStore {
         }
     }
 
+    static let forgetSeenIds = """
+        DELETE FROM seen_ids WHERE (user_id, id) IN (SELECT user_id, id FROM seen_ids WHERE seen_at < ?1 ORDER BY seen_at LIMIT ?2)
+        """
     static let insertSeenId = """
         INSERT INTO seen_ids(user_id, id, kind, seen_at, status, code, version) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
         ON CONFLICT(user_id, id) DO NOTHING
@@ -183,7 +189,8 @@ public actor TandemStore {
         try connection.queryOne("PRAGMA wal_checkpoint(PASSIVE)") { (Int($0.int64(1)), Int($0.int64(2))) } ?? (0, 0)
     }
 
-    /// Forgets seen ids first seen before `olderThan`; returns how many.
+    /// Forgets seen ids first seen before `olderThan`; returns how many. (The
+    /// coordinator forgets them a share at a time in its batches: `StoreBatch.forgetSeenIds`.)
     public func pruneSeenIds(olderThan: Millis) throws -> Int {
         try connection.run("DELETE FROM seen_ids WHERE seen_at < ?1", [.integer(olderThan)])
     }
@@ -204,22 +211,42 @@ public actor TandemStore {
     /// The seen ids first seen at or after `since`, in key order (user, id).
     ///
     /// A sequential scan of the table (`+seen_at` keeps SQLite off the time index): the
-    /// table only holds the retention window, as pruning runs hourly, so nearly every row
-    /// qualifies, and walking the index would cost a primary-key lookup per row (3.5 s
-    /// instead of well under one for a million ids).
+    /// table only holds the retention window, as the coordinator prunes it, so nearly
+    /// every row qualifies, and walking the index would cost a primary-key lookup per
+    /// row (3.5 s instead of well under one for a million ids).
     public func loadSeenIds(since: Millis) throws -> [SeenId] {
-        try connection.query(
-            "SELECT user_id, id, kind, seen_at, status, code, version FROM seen_ids WHERE +seen_at >= ?1",
-            [.integer(since)]
-        ) { row in
-            var original: Receipt.Original?
-            if let status = row.optionalText(4).flatMap(Receipt.Status.init(rawValue:)) {
-                original = Receipt.Original(
-                    status: status, code: row.optionalText(5).flatMap(ReceiptCode.init(rawValue:)), version: row.optionalInt64(6))
+        try connection.query("\(Self.selectSeenId) WHERE +seen_at >= ?1", [.integer(since)], Self.seenId)
+    }
+
+    /// The same rows as ``loadSeenIds(since:)``, as digests made from the text in
+    /// SQLite's own buffers: no string per id.
+    public func loadSeenDigests(since: Millis) throws -> IdDigests {
+        var digests = IdDigests(since: since)
+        try connection.withStatement("SELECT user_id, id, seen_at FROM seen_ids WHERE +seen_at >= ?1") { statement in
+            try statement.bind([.integer(since)])
+            while try statement.step() {
+                let row = statement.row
+                digests.insert(user: row.textBytes(0), id: row.textBytes(1), seenAt: row.int64(2))
             }
-            return SeenId(userId: row.text(0), id: row.text(1), kind: try Self.decode(row.text(2), column: "seen_ids.kind"),
-                          seenAt: row.int64(3), original: original)
         }
+        digests.seal()
+        return digests
+    }
+
+    public func seenId(user: String, id: String) throws -> SeenId? {
+        try connection.queryOne("\(Self.selectSeenId) WHERE user_id = ?1 AND id = ?2", [.text(user), .text(id)], Self.seenId)
+    }
+
+    static let selectSeenId = "SELECT user_id, id, kind, seen_at, status, code, version FROM seen_ids"
+
+    static func seenId(_ row: SQLiteRow) throws -> SeenId {
+        var original: Receipt.Original?
+        if let status = row.optionalText(4).flatMap(Receipt.Status.init(rawValue:)) {
+            original = Receipt.Original(
+                status: status, code: row.optionalText(5).flatMap(ReceiptCode.init(rawValue:)), version: row.optionalInt64(6))
+        }
+        return SeenId(userId: row.text(0), id: row.text(1), kind: try decode(row.text(2), column: "seen_ids.kind"),
+                      seenAt: row.int64(3), original: original)
     }
 
     /// Event-log rows with `seq` above `after`, in commit order.
@@ -248,6 +275,14 @@ public actor TandemStore {
             [.text(conversation), .integer(Int64(limit))],
             Self.message
         ).reversed()
+    }
+
+    /// Every conversation with its latest messages: an indexed query each, inside this
+    /// one call.
+    public func loadConversations(messageLimit: Int) throws -> [StoredConversation] {
+        try loadEntities(kind: EntityKind.conversation).map {
+            StoredConversation(row: $0, latestMessages: try latestMessages(conversation: $0.key, limit: messageLimit))
+        }
     }
 
     /// A page of older history: up to `limit` messages sent strictly before `sentAt` (all

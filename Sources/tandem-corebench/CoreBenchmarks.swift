@@ -130,6 +130,36 @@ struct CoreBenchmarks {
             return n
         })
 
+        // The persisted body, written for every changed room in every batch and read
+        // (or unpacked) at start: the binary format against the JSON one it replaced.
+        let body = snapshotRoom.persistedBytes()
+        let jsonBody = snapshotRoom.persisted().serialized()
+        let bodies = max(1000, 2_000_000 / max(1, jsonBody.count) * 10)
+        results.append(measure("Room body encode, binary (\(body.count) B; JSON \(jsonBody.count) B)", repeats: repeats) {
+            var bytes = 0
+            for _ in 0..<bodies { bytes &+= snapshotRoom.persistedBytes().count }
+            blackHole(bytes)
+            return bodies
+        })
+        results.append(measure("Room body encode, JSON (the format before)", repeats: repeats) {
+            var bytes = 0
+            for _ in 0..<bodies { bytes &+= snapshotRoom.persisted().serialized().count }
+            blackHole(bytes)
+            return bodies
+        })
+        results.append(measure("Room body read, binary", repeats: repeats) {
+            var stickers = 0
+            for _ in 0..<bodies { stickers &+= (try? RoomState(persistedBytes: body))?.stickerCount ?? 0 }
+            blackHole(stickers)
+            return bodies
+        })
+        results.append(measure("Room body read, JSON", repeats: repeats) {
+            var stickers = 0
+            for _ in 0..<bodies { stickers &+= (try? RoomState(persistedBytes: jsonBody))?.stickerCount ?? 0 }
+            blackHole(stickers)
+            return bodies
+        })
+
         // 5. Decode + apply + encode the receipt: the per-event work of the coordinator.
         var room2 = pristine
         let users2 = events.prefix(payloads.count).map(\.user)
@@ -164,8 +194,14 @@ struct CoreBenchmarks {
             e.stickerId = "s\(sticker / rooms)"
             inputs.append((topics.roomEvents(room: "room\(roomIndex)", user: user), payload(e)))
         }
-        func freshEngine() -> Engine {
-            var engine = Engine(configuration: CoordinatorConfiguration(), epoch: "bench", now: 1_700_000_000_000)
+        // A restart's million remembered ids, as digests: every new id is looked up there too.
+        var remembered = IdDigests(since: 1_700_000_000_000 - 3_600_000)
+        for i in 0..<1_000_000 { remembered.insert(digest: IdDigests.digest(user: "u\(i % 64)", id: "old\(i)"), seenAt: 1_699_999_000_000) }
+        remembered.seal()
+        func freshEngine(digests: IdDigests? = nil) -> Engine {
+            var recovered = Engine.Recovered()
+            if let digests { recovered.seenDigests = digests }
+            var engine = try! Engine(configuration: CoordinatorConfiguration(), epoch: "bench", recovered: recovered, now: 1_700_000_000_000)
             var n = 0
             for r in 0..<rooms {
                 for s in 0..<stickers {
@@ -182,7 +218,7 @@ struct CoreBenchmarks {
         var engine = freshEngine()
         var publications = 0
         var snapshotBytes = 0
-        let m = measure("Engine ingest+step (\(rooms) rooms x \(stickers) stickers, batches of \(batch))", repeats: repeats, setup: { engine = freshEngine() }) {
+        func run() -> Int {
             var now: Millis = 1_700_000_000_100
             publications = 0
             snapshotBytes = 0
@@ -198,7 +234,10 @@ struct CoreBenchmarks {
             publications += engine.flush(now: now + 31).publications.count
             return inputs.count
         }
+        let name = "Engine ingest+step (\(rooms) rooms x \(stickers) stickers, batches of \(batch))"
+        let m = measure(name, repeats: repeats, setup: { engine = freshEngine() }, run)
         print("  engine: \(publications) publications for \(inputs.count) events, \(snapshotBytes / max(1, inputs.count)) snapshot bytes per event (last run)")
-        return [m]
+        let withDigests = measure("  the same, 1,000,000 remembered ids as digests", repeats: repeats, setup: { engine = freshEngine(digests: remembered) }, run)
+        return [m, withDigests]
     }
 }

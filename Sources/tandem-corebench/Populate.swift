@@ -33,6 +33,7 @@ struct Populate: AsyncParsableCommand {
             now += 31
             let s = engine.flush(now: now)
             try await store.commit(s.batch)
+            engine.committed(through: s.number)
             pending = 0
         }
         func send(_ topic: String, _ payload: JSON) async throws {

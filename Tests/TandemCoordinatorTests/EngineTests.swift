@@ -202,6 +202,30 @@ import TandemStore
         #expect(Engine.SeenEntry(at: 1).original == nil)
     }
 
+    /// A room body of the old format (JSON) is read, and written back in the binary one
+    /// with the first step, so that the next start reads it fast.
+    @Test func oldRoomBodiesAreReadAndRewrittenWithTheFirstStep() async throws {
+        var room = RoomState(roomId: "r1")
+        _ = room.apply(EditEvent(eventId: "e1", type: .create, stickerId: "s1", timestamp: Self.t0, image: "a.png",
+                                 frame: Frame(x: 1, y: 2, width: 3, height: 4)), from: "alice", now: Self.t0, lease: 30_000)
+        let rows = [
+            EntityRow(kind: EntityKind.room, key: "r1", version: 1, body: room.persisted().serialized(), updatedAt: Self.t0),
+            EntityRow(kind: EntityKind.room, key: "r2", version: 1, body: RoomState(roomId: "r2").persistedBytes(), updatedAt: Self.t0),
+        ]
+        var recovered = Engine.Recovered()
+        recovered.rooms = try await Engine.parseRooms(rows)
+        var e = try Engine(configuration: CoordinatorConfiguration(), epoch: "e0", recovered: recovered, now: Self.t0)
+        #expect(e.nextDeadline == 0)
+        let first = e.step(now: Self.t0 + 1)
+        #expect(first.batch.entities == [EntityRow(kind: EntityKind.room, key: "r1", version: 1, body: room.persistedBytes(), updatedAt: Self.t0)])
+        #expect(first.publications.isEmpty)
+        #expect(e.step(now: Self.t0 + 2).batch.entities.isEmpty)
+        // A bad body stops the start, naming what is wrong.
+        await #expect(throws: RoomState.PersistenceError.self) {
+            _ = try await Engine.parseRooms([EntityRow(kind: EntityKind.room, key: "r3", version: 1, body: [0, 2, 1], updatedAt: 0)])
+        }
+    }
+
     @Test func snapshotsAreRepublishedInChunksFromTheCurrentState() {
         var e = engine { $0.rateLimitPerSecond = 0 }
         for i in 0..<450 {

@@ -160,6 +160,66 @@ import TestSupport
         }
     }
 
+    /// What a restart and a resend of an old id read: every id as a digest, and one id
+    /// whole with its first copy's outcome; and the retention, applied with a batch.
+    @Test(arguments: Backend.allCases)
+    func rememberedIdsAsDigestsOneByOneAndForgotten(_ backend: Backend) async throws {
+        try await withStore(backend) { store, _ in
+            let first = Self.seen("alice", "e1", at: 100, original: .init(status: .rejected, code: .ownedByOther, version: 4))
+            try await store.commit(StoreBatch(seenIds: [
+                first, Self.seen("alice", "ünï-ë2", at: 200), Self.seen("bob", "e1", at: 300),
+                Self.seen("carol", "e4", at: 7_300_000),
+            ]))
+            let digests = try await store.loadSeenDigests(since: 150)
+            #expect(digests.count == 3)
+            #expect(digests.contains(user: "alice", id: "ünï-ë2") && digests.contains(user: "bob", id: "e1"))
+            #expect(digests.contains(user: "carol", id: "e4"))
+            #expect(!digests.contains(user: "alice", id: "e1"), "seen before `since`")
+            #expect(!digests.contains(user: "bob", id: "e2"))
+
+            #expect(try await store.seenId(user: "alice", id: "e1") == first)
+            #expect(try await store.seenId(user: "alice", id: "e1x") == nil)
+            #expect(try await store.seenId(user: "carol", id: "e1") == nil)
+            // The query reader answers it too (that is where the coordinator asks).
+            let reader = try await store.queryReader()
+            #expect(try await reader.seenId(user: "bob", id: "e1")?.seenAt == 300)
+            await reader.close()
+
+            // Forgotten before anything else of the batch is written, the oldest first, at
+            // most `limit`.
+            try await store.commit(StoreBatch(forgetSeenIds: ForgetSeenIds(before: 250, limit: 1), seenIds: [Self.seen("dave", "e5", at: 10)]))
+            #expect(try await store.seenId(user: "alice", id: "e1") == nil)
+            #expect(try await store.summary().seenIds == 4)
+            try await store.commit(StoreBatch(forgetSeenIds: ForgetSeenIds(before: 250, limit: 1)))
+            #expect(try await store.seenId(user: "dave", id: "e5") == nil)
+            #expect(try await store.summary().seenIds == 3)
+            try await store.commit(StoreBatch(forgetSeenIds: ForgetSeenIds(before: 250, limit: 100)))
+            #expect(try await store.loadSeenIds(since: 0).map { "\($0.userId)/\($0.id)" }.sorted() == ["bob/e1", "carol/e4"])
+        }
+    }
+
+    /// What a restart reads of the conversations: every row with its latest messages,
+    /// oldest first, in one call.
+    @Test(arguments: Backend.allCases)
+    func conversationsWithTheirLatestMessagesInOneCall(_ backend: Backend) async throws {
+        try await withStore(backend) { store, _ in
+            func conversation(_ key: String) -> EntityRow {
+                EntityRow(kind: EntityKind.conversation, key: key, version: 1, body: Array(#"{"k":"\#(key)"}"#.utf8), updatedAt: 5)
+            }
+            func message(_ key: String, _ seq: Int64) -> DMMessageRow {
+                DMMessageRow(conversation: key, seq: seq, id: "\(key)-\(seq)", sender: "alice", text: "t\(seq)", sentAt: seq, isRead: false)
+            }
+            try await store.commit(StoreBatch(
+                entities: [conversation("a|b"), conversation("a|c"), conversation("b|c"), Self.room("r1", version: 1)],
+                messages: (1...5).map { message("a|b", $0) } + (1...2).map { message("b|c", $0) } + [message("x|y", 1)]))
+            let loaded = try await store.loadConversations(messageLimit: 3)
+            #expect(loaded.map(\.row.key) == ["a|b", "a|c", "b|c"])
+            #expect(loaded.map(\.row) == [conversation("a|b"), conversation("a|c"), conversation("b|c")])
+            #expect(loaded.map { $0.latestMessages.map(\.seq) } == [[3, 4, 5], [], [1, 2]])
+            #expect(loaded[0].latestMessages == (3...5).map { message("a|b", $0) })
+        }
+    }
+
     @Test(arguments: Backend.allCases)
     func aBatchIsAllOrNothing(_ backend: Backend) async throws {
         try await withStore(backend) { store, _ in

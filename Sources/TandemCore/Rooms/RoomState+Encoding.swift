@@ -1,9 +1,17 @@
-/// The room's two serialisations on the hot path (every changed room, every batch):
-/// the retained snapshot and the persisted body, written straight into bytes. They are
-/// byte for byte what `snapshot(epoch:).json()` and `persisted()` give (tests pin it),
-/// without building a `JSON` tree and a `[Sticker]` copy first.
+/// The retained snapshot, on the hot path (every changed room, every batch), written
+/// straight into bytes: byte for byte what `snapshot(epoch:).json()` gives (tests pin
+/// it), without building a `JSON` tree and a `[Sticker]` copy first. (The persisted
+/// body, the other serialisation of every changed room, is binary: `RoomBody`.)
 extension RoomState {
     public func snapshotBytes(epoch: String) -> [UInt8] {
+        var out = Self.snapshotHead(roomId: roomId, epoch: epoch, version: version, updatedAt: updatedAt, stickerCount: stickerCount)
+        writeStickers(into: &out)
+        out.append(contentsOf: "]}".utf8)
+        return out
+    }
+
+    /// A snapshot up to its stickers' opening bracket; the stickers and `]}` follow.
+    static func snapshotHead(roomId: String, epoch: String, version: Int64, updatedAt: Millis, stickerCount: Int) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(96 + stickerCount * 192)
         out.append(contentsOf: #"{"roomId":"#.utf8)
@@ -15,8 +23,6 @@ extension RoomState {
         out.append(contentsOf: #","updatedAt":"#.utf8)
         JSON.writeInteger(updatedAt, into: &out)
         out.append(contentsOf: #","stickers":["#.utf8)
-        writeStickers(into: &out)
-        out.append(contentsOf: "]}".utf8)
         return out
     }
 
@@ -28,42 +34,6 @@ extension RoomState {
             first = false
             sticker.write(into: &out)
         }
-    }
-
-    public func persistedBytes() -> [UInt8] {
-        var out: [UInt8] = []
-        out.reserveCapacity(128 + stickerCount * 200 + tombstones.count * 16)
-        out.append(contentsOf: #"{"format":"#.utf8)
-        JSON.writeInteger(Self.persistenceFormat, into: &out)
-        out.append(contentsOf: #","roomId":"#.utf8)
-        JSON.writeString(roomId, into: &out)
-        out.append(contentsOf: #","version":"#.utf8)
-        JSON.writeInteger(version, into: &out)
-        out.append(contentsOf: #","updatedAt":"#.utf8)
-        JSON.writeInteger(updatedAt, into: &out)
-        out.append(contentsOf: #","stickers":["#.utf8)
-        writeStickers(into: &out)
-        var first = true
-        out.append(contentsOf: #"],"tombstones":["#.utf8)
-        for id in tombstones.sorted(by: { $0.utf8.lexicographicallyPrecedes($1.utf8) }) {
-            if !first { out.append(UInt8(ascii: ",")) }
-            first = false
-            JSON.writeString(id, into: &out)
-        }
-        out.append(contentsOf: #"],"leases":["#.utf8)
-        first = true
-        forEachLive { sticker, lease in
-            guard let lease else { return }
-            if !first { out.append(UInt8(ascii: ",")) }
-            first = false
-            out.append(contentsOf: #"{"stickerId":"#.utf8)
-            JSON.writeString(sticker.id, into: &out)
-            out.append(contentsOf: #","deadline":"#.utf8)
-            JSON.writeInteger(lease, into: &out)
-            out.append(UInt8(ascii: "}"))
-        }
-        out.append(contentsOf: "]}".utf8)
-        return out
     }
 }
 

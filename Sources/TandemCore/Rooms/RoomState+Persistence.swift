@@ -8,11 +8,50 @@ extension RoomState {
         public var description: String { "unreadable room state: \(message)" }
     }
 
+    /// The JSON format (1), which rows written before the binary one (`RoomBody`, 2) hold.
     public static let persistenceFormat: Int64 = 1
 
-    /// `{"format":1,"roomId","version","updatedAt","stickers":[...],"tombstones":[...],
-    /// "leases":[{"stickerId","deadline"}]}`; tombstones sorted and leases in creation
-    /// order, so the same state always gives the same bytes.
+    /// The body the store keeps: the binary format (`RoomBody`), written straight into
+    /// bytes. The same state always gives the same bytes.
+    public func persistedBytes() -> [UInt8] {
+        RoomBody.encode(self)
+    }
+
+    /// Restores a body of either format: binary (what `persistedBytes()` writes) or JSON
+    /// (format 1, rows written by earlier versions), told apart by the first byte.
+    public init(persistedBytes bytes: [UInt8]) throws(PersistenceError) {
+        guard bytes.first != UInt8(ascii: "{") else {
+            let json: JSON
+            do { json = try JSON.parse(bytes) } catch { throw PersistenceError("\(error)") }
+            try self.init(persisted: json)
+            return
+        }
+        var roomId = ""
+        var version: Int64 = 0
+        var updatedAt: Millis = 0
+        var stickers: [Sticker] = []
+        var leases: [String: Millis] = [:]
+        var tombstones = Set<String>()
+        try RoomBody.read(bytes, header: { header in
+            roomId = header.roomId
+            version = header.version
+            updatedAt = header.updatedAt
+            stickers.reserveCapacity(header.stickerCount)
+        }, sticker: { sticker, lease in
+            stickers.append(sticker)
+            if let lease { leases[sticker.id] = lease }
+        }, tombstone: { id in
+            tombstones.insert(id)
+        })
+        self.init(roomId: roomId, version: version, updatedAt: updatedAt, stickers: stickers, tombstones: tombstones, leaseDeadlines: leases)
+        guard stickerCount == stickers.count else { throw PersistenceError("a sticker appears twice") }
+        for id in tombstones where sticker(id) != nil { throw PersistenceError("sticker \(id) is both live and deleted") }
+    }
+
+    /// The JSON format (1): `{"format":1,"roomId","version","updatedAt","stickers":[...],
+    /// "tombstones":[...], "leases":[{"stickerId","deadline"}]}`; tombstones sorted and
+    /// leases in creation order, so the same state always gives the same bytes. No longer
+    /// written by the coordinator; kept to read and make rows of that format.
     public func persisted() -> JSON {
         let live = stickersWithLeases
         var leases: [JSON] = []

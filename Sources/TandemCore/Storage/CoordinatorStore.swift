@@ -16,13 +16,26 @@ public protocol CoordinatorStore: Actor {
 
     // Recovery
     func loadEntities(kind: String) async throws -> [EntityRow]
+    /// The ids first seen at or after `since`, as digests (sealed, ready for lookups):
+    /// what a restart keeps of them, read without making a string per id.
+    func loadSeenDigests(since: Millis) async throws -> IdDigests
+    /// Every id first seen at or after `since`, whole (tools and tests: a restart reads
+    /// ``loadSeenDigests(since:)``).
     func loadSeenIds(since: Millis) async throws -> [SeenId]
+    /// One remembered id and its first copy's outcome, nil when it is not remembered:
+    /// confirms a digest hit (a resend of an id older than the engine keeps whole).
+    func seenId(user: String, id: String) async throws -> SeenId?
     func latestMessages(conversation: String, limit: Int) async throws -> [DMMessageRow]
+    /// Every conversation's row with its latest `messageLimit` messages, oldest first, in
+    /// one call: a restart reads them all, and a call per conversation costs a hop to
+    /// the store's executor (or a round trip to PostgreSQL) each.
+    func loadConversations(messageLimit: Int) async throws -> [StoredConversation]
 
     // The pipeline
     /// Writes everything of one batch in one transaction: all of it or none (see
-    /// `StoreBatch` for the order). Seen ids already present keep their first time;
-    /// entities and logbook rows are upserts; a message seq written twice fails the batch.
+    /// `StoreBatch` for the order). Expired seen ids are deleted first (`forgetSeenIds`);
+    /// seen ids already present keep their first time; entities and logbook rows are
+    /// upserts; a message seq written twice fails the batch.
     func commit(_ batch: StoreBatch) async throws
 
     // Queries (answered from ``queryReader()``, never from the pipeline's connection)

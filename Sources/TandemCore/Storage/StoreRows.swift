@@ -104,6 +104,18 @@ public struct DMMessageRow: Sendable, Equatable {
     }
 }
 
+/// A conversation's row and its latest messages, oldest first: what a restart reads of it.
+public struct StoredConversation: Sendable, Equatable {
+    public var row: EntityRow
+    /// The latest messages, oldest first (at most the window).
+    public var latestMessages: [DMMessageRow]
+
+    public init(row: EntityRow, latestMessages: [DMMessageRow]) {
+        self.row = row
+        self.latestMessages = latestMessages
+    }
+}
+
 /// Marks every message from `sender` in `conversation` up to `throughSeq` read: what a
 /// DM `read` command does, for the whole stored history (not only the messages a
 /// snapshot shows). The bound keeps a message appended later in the same batch unread.
@@ -156,9 +168,12 @@ public struct LogbookRow: Sendable, Equatable {
 }
 
 /// Everything one coordinator batch persists, written by `TandemStore.commit` in one
-/// transaction, in this order: seen ids, event log, entities, new messages, read marks,
-/// logbook (so a message appended and read in the same batch ends up read).
+/// transaction, in this order: forgotten seen ids, seen ids, event log, entities, new
+/// messages, read marks, logbook (so a message appended and read in the same batch ends
+/// up read).
 public struct StoreBatch: Sendable, Equatable {
+    /// Seen ids whose retention ran out, to delete.
+    public var forgetSeenIds: ForgetSeenIds?
     public var seenIds: [SeenId]
     public var events: [EventLogRow]
     public var entities: [EntityRow]
@@ -166,8 +181,9 @@ public struct StoreBatch: Sendable, Equatable {
     public var readMarks: [DMReadMark]
     public var logbook: [LogbookRow]
 
-    public init(seenIds: [SeenId] = [], events: [EventLogRow] = [], entities: [EntityRow] = [],
+    public init(forgetSeenIds: ForgetSeenIds? = nil, seenIds: [SeenId] = [], events: [EventLogRow] = [], entities: [EntityRow] = [],
                 messages: [DMMessageRow] = [], readMarks: [DMReadMark] = [], logbook: [LogbookRow] = []) {
+        self.forgetSeenIds = forgetSeenIds
         self.seenIds = seenIds
         self.events = events
         self.entities = entities
@@ -177,7 +193,20 @@ public struct StoreBatch: Sendable, Equatable {
     }
 
     public var isEmpty: Bool {
-        seenIds.isEmpty && events.isEmpty && entities.isEmpty && messages.isEmpty && readMarks.isEmpty
+        forgetSeenIds == nil && seenIds.isEmpty && events.isEmpty && entities.isEmpty && messages.isEmpty && readMarks.isEmpty
             && logbook.isEmpty
+    }
+}
+
+/// Seen ids first seen before `before` are deleted, the oldest first, at most `limit` of them: a batch
+/// deletes about as many as it remembers, so forgetting costs each commit a share in
+/// proportion, and a backlog (after a long stop) goes away a bounded piece at a time.
+public struct ForgetSeenIds: Sendable, Equatable {
+    public var before: Millis
+    public var limit: Int
+
+    public init(before: Millis, limit: Int) {
+        self.before = before
+        self.limit = limit
     }
 }

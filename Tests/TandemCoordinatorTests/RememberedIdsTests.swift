@@ -1,0 +1,123 @@
+import Testing
+import TandemCore
+@testable import TandemCoordinator
+
+/// Remembered ids in the engine: recent ones exactly, older ones as digests confirmed by
+/// the store (``Engine/IdCheck``), folded only once committed, forgotten on time.
+@Suite struct RememberedIdsTests {
+    static let t0: Millis = 1_800_000_000_000
+    static let topic = "tandem/v1/rooms/r1/events/alice"
+
+    func create(_ id: String, sticker: String, at t: Millis = t0) -> [UInt8] {
+        JSON.obj([
+            "eventId": .string(id), "type": "create", "stickerId": .string(sticker), "timestamp": .int(t),
+            "image": "a.png", "frame": .obj(["x": 1, "y": 2, "width": 3, "height": 4]),
+        ]).serialized()
+    }
+
+    func receipts(_ publications: [Publication]) -> [JSON] {
+        publications.filter { $0.topic == "tandem/v1/users/alice/receipts" }.compactMap { try? JSON.parse($0.payload) }
+    }
+
+    func configuration() -> CoordinatorConfiguration {
+        var c = CoordinatorConfiguration()
+        c.rateLimitPerSecond = 0
+        return c
+    }
+
+    /// An engine that recovered room r1 (version 1, sticker s1 from e1) and the id e1 as a digest.
+    func recovered() throws -> Engine {
+        var room = RoomState(roomId: "r1")
+        _ = room.apply(EditEvent(eventId: "e1", type: .create, stickerId: "s1", timestamp: Self.t0 - 5_000, image: "a.png",
+                                 frame: Frame(x: 1, y: 2, width: 3, height: 4)), from: "alice", now: Self.t0 - 5_000, lease: 30_000)
+        _ = room.expireLeases(now: Self.t0 + 25_000)
+        var recovered = Engine.Recovered()
+        recovered.rooms.live = [room]
+        var digests = IdDigests(since: Self.t0 - 48 * 3_600_000)
+        digests.insert(digest: IdDigests.digest(user: "alice", id: "e1"), seenAt: Self.t0 - 5_000)
+        digests.seal()
+        recovered.seenDigests = digests
+        return try Engine(configuration: configuration(), epoch: "e0", recovered: recovered, now: Self.t0)
+    }
+
+    @Test func aResendOfARecoveredIdIsCheckedInTheStoreAndAnsweredWithItsOutcome() throws {
+        var e = try recovered()
+        let now = Self.t0 + 100
+        #expect(e.ingest(topic: Self.topic, payload: create("e1", sticker: "s1"), now: now).isEmpty)
+        let checks = e.takeIdChecks()
+        #expect(checks.map(\.id) == ["e1"] && checks.map(\.user) == ["alice"])
+        #expect(e.takeIdChecks().isEmpty)
+        // The store says it was seen, and what the first copy got.
+        let first = SeenId(userId: "alice", id: "e1", kind: .room, seenAt: Self.t0 - 5_000,
+                           original: Receipt.Original(status: .accepted, code: nil, version: 1))
+        let answer = receipts(e.resolve(checks[0], firstCopy: first, at: Engine.Now(now + 3)))
+        #expect(answer.count == 1)
+        #expect(answer.first?["status"] == "duplicate" && answer.first?["id"] == "e1")
+        #expect(answer.first?["version"] == .int(2), "the current version: 1 plus the lock expiry")
+        #expect(answer.first?["original"] == .obj(["status": "accepted", "code": .null, "version": .int(1)]))
+        // Nothing was buffered for it.
+        #expect(e.step(now: now + 100).batch.seenIds.isEmpty)
+    }
+
+    @Test func aDigestThatCollidesGoesOnAsANewEvent() throws {
+        var e = try recovered()
+        _ = e.ingest(topic: Self.topic, payload: create("e1", sticker: "s2"), now: Self.t0)
+        let check = try #require(e.takeIdChecks().first)
+        // The store has no such id: the digest was another id's.
+        #expect(e.resolve(check, firstCopy: nil, at: Engine.Now(Self.t0 + 1)).isEmpty)
+        // A copy arriving meanwhile is recognised exactly now: it waits for the first.
+        #expect(e.ingest(topic: Self.topic, payload: create("e1", sticker: "s2"), now: Self.t0 + 2).isEmpty)
+        #expect(e.takeIdChecks().isEmpty)
+        let step = e.step(now: Self.t0 + 31)
+        #expect(receipts(step.publications).map { $0["status"] ?? .null } == ["accepted", "duplicate"])
+        #expect(step.batch.seenIds.map(\.id) == ["e1"])
+    }
+
+    /// Applied ids stay exact until the step that applied them is committed; then only a
+    /// digest is left, and a resend goes to the store.
+    @Test func idsFoldIntoDigestsOnlyOnceCommitted() throws {
+        var e = Engine(configuration: configuration(), epoch: "e0", now: Self.t0)
+        e.remembered.foldThreshold = 3
+        for i in 0..<4 { _ = e.ingest(topic: Self.topic, payload: create("e\(i)", sticker: "s\(i)"), now: Self.t0) }
+        // Still in the buffer when the fold comes: it stays exact, and a copy waits for it.
+        _ = e.ingest(topic: Self.topic, payload: create("w", sticker: "sw"), now: Self.t0 + 20)
+        let first = e.step(now: Self.t0 + 30)
+        #expect(first.number == 1)
+        #expect(e.remembered.sealed.count == 4 && e.remembered.recent.keys.map(\.id) == ["w"])
+        #expect(e.ingest(topic: Self.topic, payload: create("w", sticker: "sw"), now: Self.t0 + 25).isEmpty)
+        // Not committed yet: a resend is answered at once, exactly.
+        let early = receipts(e.ingest(topic: Self.topic, payload: create("e2", sticker: "s2"), now: Self.t0 + 40))
+        #expect(early.first?["status"] == "duplicate" && early.first?["original"]?["status"] == "accepted")
+        let second = e.step(now: Self.t0 + 50)
+        #expect(receipts(second.publications).map { $0["status"] ?? .null } == ["accepted", "duplicate"])
+        #expect(e.remembered.sealed.count == 4, "step 1 is not committed: still exact")
+        e.committed(through: first.number)
+        e.committed(through: second.number)
+        _ = e.step(now: Self.t0 + 60)
+        #expect(e.remembered.sealed.isEmpty && e.remembered.older.count == 4)
+        #expect(e.gauges.seenIds == 5)
+        #expect(e.ingest(topic: Self.topic, payload: create("e2", sticker: "s2"), now: Self.t0 + 70).isEmpty)
+        #expect(e.takeIdChecks().map(\.id) == ["e2"])
+        // A new id is still new.
+        _ = e.ingest(topic: Self.topic, payload: create("e9", sticker: "s9"), now: Self.t0 + 70)
+        #expect(e.takeIdChecks().isEmpty)
+    }
+
+    /// Every ten minutes ids past the retention are forgotten in memory; the store
+    /// forgets its copies with that step's batch and with every batch that remembers ids.
+    @Test func oldIdsAreForgottenHereAndInTheStore() throws {
+        var e = try recovered()
+        let retention = CoordinatorConfiguration().seenIdRetentionMs
+        #expect(e.step(now: Self.t0 + 1).batch.forgetSeenIds == nil, "nothing to remember, no pass due")
+        let later = Self.t0 + retention + 2 * IdDigests.hourMs
+        #expect(e.step(now: later).batch.forgetSeenIds == ForgetSeenIds(before: later - retention, limit: 200))
+        #expect(e.remembered.older.isEmpty)
+        #expect(e.step(now: later + 1).batch.forgetSeenIds == nil)
+        // The id is no longer remembered: a copy is a new event.
+        _ = e.ingest(topic: Self.topic, payload: create("e1", sticker: "s7"), now: later + 2)
+        #expect(e.takeIdChecks().isEmpty)
+        let applied = e.step(now: later + 40)
+        #expect(receipts(applied.publications).first?["status"] == "accepted")
+        #expect(applied.batch.forgetSeenIds == ForgetSeenIds(before: later + 40 - retention, limit: 200))
+    }
+}
