@@ -129,6 +129,9 @@ final class LeaseFence: Sendable {
             await group.next()
             group.cancelAll()
         }
+        // Whichever ended first, a lease that does not hold is lost: tell the term (the
+        // renewer may have seen it first and ended, cancelling the watchdog before it said so).
+        if !holds { lose(lostReason ?? "the lease ran out") }
     }
 }
 

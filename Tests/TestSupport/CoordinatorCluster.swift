@@ -118,6 +118,14 @@ public final class CoordinatorCluster: Sendable {
         return codes
     }
 
+    /// Every thread's stack of `instance`'s process (gdb, when it is installed): what a
+    /// test prints when a process stopped answering.
+    public func stacks(_ instance: String) async -> String {
+        guard let pid = process(instance)?.pid, let gdb = ChildProcess.findExecutable("gdb") else { return "(no gdb)" }
+        let result = try? await ChildProcess.run(gdb, ["-p", String(pid), "-batch", "-ex", "thread apply all bt 25"], timeout: .seconds(60))
+        return result.map { $0.standardOutput + $0.standardError } ?? "(gdb failed)"
+    }
+
     /// Every launch's log of `instance`, oldest first, joined.
     public func log(_ instance: String) -> String {
         let n = launches.withLock { $0[instance] ?? 0 }
