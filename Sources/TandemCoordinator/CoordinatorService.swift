@@ -252,8 +252,8 @@ final class DeadlineTimer: Sendable {
         }
         guard needed else { return }
         Task { [self] in
-            let delay = deadline - clock.tick()
-            if delay > 0 { try? await Task.sleep(for: .milliseconds(delay)) }
+            let delay = clock.duration(until: deadline)
+            if delay > .zero { try? await Task.sleep(for: delay) }
             self.pending.withLock { if $0 == deadline { $0 = nil } }
             self.feed.yield(.tick)
         }

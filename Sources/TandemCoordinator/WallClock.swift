@@ -17,25 +17,33 @@ public enum WallClock {
 /// after a restart.
 public struct CoordinatorClock: Sendable {
     let anchorWall: Millis
-    let anchorMonotonic: Millis
+    /// `CLOCK_MONOTONIC` when this clock was made, in nanoseconds.
+    let anchorMonotonic: Int64
 
     public init() {
         anchorWall = WallClock.now()
-        anchorMonotonic = Self.monotonic()
+        anchorMonotonic = Self.monotonicNanoseconds()
     }
 
     public func now() -> Engine.Now {
         Engine.Now(wall: WallClock.now(), tick: tick())
     }
 
-    /// The deadline clock alone.
+    /// The deadline clock alone, in whole milliseconds.
     public func tick() -> Millis {
-        anchorWall + (Self.monotonic() - anchorMonotonic)
+        anchorWall + (Self.monotonicNanoseconds() - anchorMonotonic) / 1_000_000
     }
 
-    static func monotonic() -> Millis {
+    /// How long until the tick reads `tick`, to the nanosecond: a timer that slept in
+    /// whole milliseconds would wake up to a millisecond late.
+    public func duration(until tick: Millis) -> Duration {
+        let target = anchorMonotonic + (tick - anchorWall) * 1_000_000
+        return .nanoseconds(max(0, target - Self.monotonicNanoseconds()))
+    }
+
+    static func monotonicNanoseconds() -> Int64 {
         var ts = timespec()
         clock_gettime(CLOCK_MONOTONIC, &ts)
-        return Millis(ts.tv_sec) * 1000 + Millis(ts.tv_nsec / 1_000_000)
+        return Int64(ts.tv_sec) * 1_000_000_000 + Int64(ts.tv_nsec)
     }
 }
