@@ -229,18 +229,29 @@ extension CoordinatorService {
             var connections = 0
             var end = TermEnd.shutdown
             var commits = CommitPipeline()
+            // An answer given at once (a duplicate, a rejection, a confirmed digest) may
+            // describe the batch in flight: it waits behind it.
+            func answerAtOnce(_ publications: [Publication]) {
+                if commits.isCommitting {
+                    commits.held += publications
+                } else if !publications.isEmpty {
+                    exporter.observe(metrics: engine.metrics, gauges: engine.gauges)
+                    send(publications, via: client, metrics: &engine.metrics)
+                }
+            }
+            // A batch committed: what it produced, then what waited behind it.
+            func publishCommitted(_ done: CommitPipeline.InFlight) {
+                countCommit(after: ContinuousClock.now - done.started, events: done.events, step: done.number, engine: &engine)
+                send(done.publications, via: client, metrics: &engine.metrics)
+                send(commits.held, via: client, metrics: &engine.metrics)
+                commits.held = []
+            }
             try await withGracefulShutdownHandler {
                 loop: for await input in inputs {
                     let now = clock.now()
                     switch input {
                     case .message(let message):
-                        let immediate = engine.ingest(topic: message.topic, payload: message.payload, at: now)
-                        if commits.isCommitting {
-                            commits.held += immediate
-                        } else if !immediate.isEmpty {
-                            exporter.observe(metrics: engine.metrics, gauges: engine.gauges)
-                            send(immediate, via: client, metrics: &engine.metrics)
-                        }
+                        answerAtOnce(engine.ingest(topic: message.topic, payload: message.payload, at: now))
                         for query in engine.takeQueries() { queryFeed.yield(query) }
                         for check in engine.takeIdChecks() { idCheckFeed.yield(check) }
                     case .committed(let failure):
@@ -250,18 +261,9 @@ extension CoordinatorService {
                             exporter.storeFailed(.commit)
                             throw failure
                         }
-                        committed(done, engine: &engine)
-                        send(done.publications, via: client, metrics: &engine.metrics)
-                        send(commits.held, via: client, metrics: &engine.metrics)
-                        commits.held = []
+                        publishCommitted(done)
                     case .idChecked(let check, .success(let firstCopy)):
-                        // Answered like an ingest: behind the batch in flight, if any.
-                        let answered = engine.resolve(check, firstCopy: firstCopy, at: now)
-                        if commits.isCommitting {
-                            commits.held += answered
-                        } else {
-                            send(answered, via: client, metrics: &engine.metrics)
-                        }
+                        answerAtOnce(engine.resolve(check, firstCopy: firstCopy, at: now))
                     case .idChecked(let check, .failure(let error)):
                         // No receipt: the sender resends, and the id is checked again.
                         engine.metrics.errors += 1
@@ -300,10 +302,9 @@ extension CoordinatorService {
                     if !commits.isCommitting, let deadline = engine.nextDeadline, deadline <= clock.tick() {
                         let step = engine.step(at: clock.now())
                         if step.batch.isEmpty {
-                            exporter.observe(metrics: engine.metrics, gauges: engine.gauges)
                             // Nothing to persist (paced snapshots, a republished chunk): every
                             // state they show is committed already.
-                            engine.committed(through: step.number)
+                            countCommit(after: nil, events: 0, step: step.number, engine: &engine)
                             send(step.publications, via: client, metrics: &engine.metrics)
                         } else {
                             let batch = step.batch
@@ -338,50 +339,42 @@ extension CoordinatorService {
                     exporter.storeFailed(.commit)
                     throw failure
                 }
-                if case .shutdown = end {
-                    committed(done, engine: &engine)
-                    send(done.publications, via: client, metrics: &engine.metrics)
-                    send(commits.held, via: client, metrics: &engine.metrics)
-                }
+                if case .shutdown = end { publishCommitted(done) }
             }
             return end
         }
     }
 
-    /// Counts a batch that committed (its time includes the wait on the store's executor).
-    private func committed(_ done: CommitPipeline.InFlight, engine: inout Engine) {
-        engine.committed(through: done.number)
-        let elapsed = ContinuousClock.now - done.started
-        exporter.committed(after: elapsed, events: done.events)
-        let ms = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
-        engine.metrics.batches += 1
-        engine.metrics.commitMillisTotal += ms
-        engine.metrics.commitMillisMax = max(engine.metrics.commitMillisMax, ms)
+    /// Tells the engine step `number` is committed and counts the commit (in the
+    /// pipeline, its time includes the wait on the store's executor), right before what
+    /// it produced is published: a scrape after a receipt arrived counts it.
+    private func countCommit(after elapsed: Duration?, events: Int, step number: Int, engine: inout Engine) {
+        engine.committed(through: number)
+        if let elapsed {
+            exporter.committed(after: elapsed, events: events)
+            let ms = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
+            engine.metrics.batches += 1
+            engine.metrics.commitMillisTotal += ms
+            engine.metrics.commitMillisMax = max(engine.metrics.commitMillisMax, ms)
+        }
         exporter.observe(metrics: engine.metrics, gauges: engine.gauges)
     }
 
     /// Persists a step's batch in one transaction, then publishes what it produced
     /// (the drain at shutdown: the pipeline's own batches go through ``CommitPipeline``).
     func commit(_ step: Engine.Step, engine: inout Engine, store: any CoordinatorStore, client: MQTTClient) async throws {
+        var elapsed: Duration?
         if !step.batch.isEmpty {
-            let clock = ContinuousClock()
-            let started = clock.now
+            let started = ContinuousClock.now
             do {
                 try await store.commit(step.batch)
             } catch {
                 exporter.storeFailed(.commit)
                 throw error
             }
-            let elapsed = clock.now - started
-            exporter.committed(after: elapsed, events: step.batch.events.count)
-            let ms = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
-            engine.metrics.batches += 1
-            engine.metrics.commitMillisTotal += ms
-            engine.metrics.commitMillisMax = max(engine.metrics.commitMillisMax, ms)
+            elapsed = ContinuousClock.now - started
         }
-        engine.committed(through: step.number)
-        // Before anything goes out: a scrape after a receipt arrived counts it.
-        exporter.observe(metrics: engine.metrics, gauges: engine.gauges)
+        countCommit(after: elapsed, events: step.batch.events.count, step: step.number, engine: &engine)
         send(step.publications, via: client, metrics: &engine.metrics)
     }
 

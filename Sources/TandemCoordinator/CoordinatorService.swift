@@ -100,6 +100,14 @@ public final class CoordinatorService: Service {
         let poll = Duration.milliseconds(min(500, max(50, leaseMs / 4)))
         let renewEvery = Duration.milliseconds(max(50, leaseMs / 4))
         defer { Task { await lease.close() } }
+        // After a term that ended without a shutdown: give the lease up if nobody took it
+        // yet (the next leader, maybe this process under a new term, need not wait it
+        // out), and say so.
+        func standBy(after term: Int64) async {
+            try? await lease.release(term: term)
+            announcer.announce(.standby)
+            health.role = .standby
+        }
         do {
             try await cancelWhenGracefulShutdown { try await self.prepareSchema(lease, poll: poll) }
             while true {
@@ -138,18 +146,12 @@ public final class CoordinatorService: Service {
                     return
                 case .leaseLost(let reason):
                     logger.error("lost the leader lease of term \(acquired.term): \(reason). Stopped processing and publishing, dropped the shared client id's connection; standing by.", metadata: ["term": "\(acquired.term)"])
-                    // If nobody took it yet, give it up cleanly so that the next leader
-                    // (maybe this process again, under a new term) need not wait it out.
-                    try? await lease.release(term: acquired.term)
-                    announcer.announce(.standby)
-                    health.role = .standby
+                    await standBy(after: acquired.term)
                 case .failed(let error):
                     throw error
                 case .retry(let reason):
                     logger.error("gave up term \(acquired.term): \(reason); standing by", metadata: ["term": "\(acquired.term)"])
-                    try? await lease.release(term: acquired.term)
-                    announcer.announce(.standby)
-                    health.role = .standby
+                    await standBy(after: acquired.term)
                     try await cancelWhenGracefulShutdown { try await Task.sleep(for: poll * 4) }
                 }
             }

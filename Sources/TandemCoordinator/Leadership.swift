@@ -33,8 +33,9 @@ final class LeaseFence: Sendable {
     init(term: Int64, leaseMs: Int64, acquireSentAt: ContinuousClock.Instant) {
         self.term = term
         self.leaseMs = leaseMs
-        self.marginMs = max(100, leaseMs / 5)
-        state = Mutex(State(deadline: acquireSentAt + .milliseconds(leaseMs - max(100, leaseMs / 5))))
+        let marginMs = max(100, leaseMs / 5)
+        self.marginMs = marginMs
+        state = Mutex(State(deadline: acquireSentAt + .milliseconds(leaseMs - marginMs)))
     }
 
     /// Whether the lease is still this process's to use. Safe from any thread (the MQTT

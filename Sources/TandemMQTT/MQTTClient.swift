@@ -242,11 +242,15 @@ final class ClientCore: @unchecked Sendable {
             return true
         }
         if first { logger.warning("MQTT connection \(configuration.clientId) cut off: \(reason)") }
-        // shutdown(2), not close(2): the descriptor stays valid for the loop thread,
-        // which sees the connection fail and stops without reconnecting.
+        shutSocket()
+        wake.signal()
+    }
+
+    /// shutdown(2), not close(2): the descriptor stays valid for the loop thread, which
+    /// sees the connection fail; nothing more is sent on it, not even a DISCONNECT.
+    func shutSocket() {
         let fd = mosquitto_socket(mosq)
         if fd >= 0 { _ = Glibc.shutdown(fd, Int32(SHUT_RDWR)) }
-        wake.signal()
     }
 
     // MARK: Connecting
@@ -357,8 +361,7 @@ final class ClientCore: @unchecked Sendable {
     /// The gate closed or the client was cut off: shut the socket without a DISCONNECT,
     /// fail every waiter with ``MQTTError/Kind/fenced`` and let the loop end.
     func fence(reason: String) {
-        let fd = mosquitto_socket(mosq)
-        if fd >= 0 { _ = Glibc.shutdown(fd, Int32(SHUT_RDWR)) }
+        shutSocket()
         let waiters = state.withLock { s -> [CheckedContinuation<Void, any Error>] in
             if s.permanentFailure == nil {
                 s.permanentFailure = MQTTError(.fenced, "\(configuration.clientId): \(reason)")

@@ -123,7 +123,8 @@ public actor PostgresLease {
             return try await body(try await link.open())
         } catch {
             let failure = PostgresStoreError(doing: what, error)
-            if failure.isConnectionLoss || failure.kind != .schema { await link.drop() }
+            // A fresh connection for the next try, unless the schema itself is wrong.
+            if failure.kind != .schema { await link.drop() }
             throw failure
         }
     }

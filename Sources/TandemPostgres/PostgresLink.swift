@@ -127,8 +127,7 @@ public struct PostgresStoreError: Error, CustomStringConvertible {
                 // failure, deadlock.
                 let transient = state.hasPrefix("08") || state.hasPrefix("57P")
                     || ["57014", "25P03", "55P03", "40001", "40P01"].contains(state)
-                let lost = transient
-                self.init(kind: lost ? .connection : .server(sqlState: state), message: "\(what): \(text) [SQLSTATE \(state)]")
+                self.init(kind: transient ? .connection : .server(sqlState: state), message: "\(what): \(text) [SQLSTATE \(state)]")
             } else {
                 let cause = psql.underlying.map { ": \($0)" } ?? ""
                 self.init(kind: .connection, message: "\(what): \(psql.code)\(cause)")

@@ -55,8 +55,7 @@ public final class CoordinatorCluster: Sendable {
 
     /// Starts `instance` (again): it becomes a standby, or the leader if the lease is free.
     public func launch(_ instance: String) throws {
-        var args = ["--host", broker.host, "--port", String(broker.port), "--database", databaseURL, "--instance-id", instance]
-        if broker.configuration.authenticates { args += ["--username", "coordinator", "--password", "coordinator-demo"] }
+        let args = CoordinatorProcess.brokerArguments(broker) + ["--database", databaseURL, "--instance-id", instance]
         let n = launches.withLock { $0[instance, default: 0] += 1; return $0[instance]! }
         let log = "\(directory)/\(instance).\(n).log"
         let child = try ChildProcess(

@@ -53,11 +53,16 @@ public final class CoordinatorProcess: Sendable {
     }
 
     public var connectionArguments: [String] {
-        var args = ["--host", broker.host, "--port", String(broker.port), "--database", databasePath]
+        // A test that gives the password another way (--password-file) gives only that.
+        Self.brokerArguments(broker, password: !extraArguments.contains("--password-file")) + ["--database", databasePath]
+    }
+
+    /// `--host`, `--port`, and on the shipped broker the demo coordinator user.
+    public static func brokerArguments(_ broker: MosquittoBroker, password: Bool = true) -> [String] {
+        var args = ["--host", broker.host, "--port", String(broker.port)]
         if broker.configuration.authenticates {
             args += ["--username", "coordinator"]
-            // A test that gives the password another way (--password-file) gives only that.
-            if !extraArguments.contains("--password-file") { args += ["--password", "coordinator-demo"] }
+            if password { args += ["--password", "coordinator-demo"] }
         }
         return args
     }
