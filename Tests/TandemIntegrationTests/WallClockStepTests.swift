@@ -11,19 +11,43 @@ import TestSupport
 /// window (each is answered), and a held lock neither expires at the step nor outlives
 /// its lease.
 ///
-/// The backward step goes from +1 h to +0 rather than from +0 to -1 h: under a
-/// negative offset libfaketime (0.9.10) shifts libdispatch's timers by the offset, so
-/// every timed sleep in the process waits an hour, whatever the code under test does.
-/// ClockStepTests checks both directions in-process with an injected clock.
+/// libfaketime (0.9.10) also moves every absolute timerfd deadline by its offset,
+/// monotonic ones included, which no real clock step does: under +1 h, libdispatch's
+/// and SwiftNIO's timers (every `Task.sleep` of the coordinator) were set an hour in
+/// the past, which the kernel refuses (EINVAL) on a machine up for less than an hour,
+/// so nothing timed ever woke and the first event waited for the next message. That
+/// made the test pass or fail with the machine's uptime. A small preloaded library
+/// (Tests/Fixtures/timerfd-passthrough.c, built here with the C compiler) takes
+/// `timerfd_settime` back to the kernel, so the coordinator sees the wall clock step
+/// and nothing else, as with NTP. ClockStepTests checks the same in-process with an
+/// injected clock.
 @Suite(.serialized) struct WallClockStepTests {
     static var libfaketime: String? {
         ["/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1", "/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1",
          "/usr/lib/faketime/libfaketime.so.1"].first { FileManager.default.fileExists(atPath: $0) }
     }
 
-    @Test(.timeLimit(.minutes(1)), arguments: [("+0", "+1h"), ("+1h", "+0")])
+    /// The pass-through library, compiled once per test run.
+    static let passthrough: Result<String, any Error> = Result {
+        let directory = try makeTemporaryDirectory(prefix: "timerfd-")
+        let source = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("Fixtures/timerfd-passthrough.c").path
+        let library = directory + "/libtimerfd-passthrough.so"
+        let compiler = ["/usr/bin/cc", "/usr/bin/gcc", "/usr/bin/clang"].first { FileManager.default.isExecutableFile(atPath: $0) } ?? "cc"
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: compiler)
+        process.arguments = ["-shared", "-fPIC", "-O2", "-o", library, source]
+        try process.run()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else {
+            throw PassthroughBuildFailed(description: "\(compiler) could not build \(source) (exit \(process.terminationStatus))")
+        }
+        return library
+    }
+
+    @Test(.timeLimit(.minutes(1)), arguments: [("+0", "+1h"), ("+1h", "+0"), ("+0", "-1h")])
     func aWallClockSteppedAnHourUnderLoad(_ from: String, _ step: String) async throws {
         let library = try #require(Self.libfaketime, "libfaketime is not installed: apt-get install faketime")
+        let passthrough = try Self.passthrough.get()
         let directory = try makeTemporaryDirectory(prefix: "clockstep-")
         let offsetFile = directory + "/offset"
         try "\(from)\n".write(toFile: offsetFile, atomically: true, encoding: .utf8)
@@ -31,7 +55,7 @@ import TestSupport
             let coordinator = try await CoordinatorProcess.start(
                 broker: broker, arguments: ["--lock-lease-seconds", "3"],
                 environment: [
-                    "LD_PRELOAD": library, "FAKETIME_TIMESTAMP_FILE": offsetFile, "FAKETIME_NO_CACHE": "1",
+                    "LD_PRELOAD": "\(passthrough) \(library)", "FAKETIME_TIMESTAMP_FILE": offsetFile, "FAKETIME_NO_CACHE": "1",
                     "FAKETIME_DONT_FAKE_MONOTONIC": "1",
                 ])
             let alice = try await TestPeer.connect(broker: broker, user: "alice")
@@ -84,4 +108,8 @@ import TestSupport
             #expect(await coordinator.stop() == 0, "\(log.suffix(2000))")
         }
     }
+}
+
+struct PassthroughBuildFailed: Error, CustomStringConvertible {
+    let description: String
 }
