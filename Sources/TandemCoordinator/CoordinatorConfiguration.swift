@@ -33,6 +33,9 @@ public struct CoordinatorConfiguration: Sendable {
     public var rateLimitBurst: Double = 400
     /// Live stickers a room may hold; a create beyond it: `room_full`.
     public var maxStickersPerRoom = 1000
+    /// Members a room may have, owner included (`--max-room-members`); an invite beyond
+    /// it: `members_full`.
+    public var maxRoomMembers = 8
     /// Conversations a user may be part of; a request that would start one more:
     /// `rate_limited` (the contract has no closer code).
     public var maxConversationsPerUser = 1000

@@ -19,26 +19,30 @@ extension Engine {
         return room.version
     }
 
+    /// What membership checks need beside the room: the limit, and the broker's users
+    /// when the service administers them.
+    var membershipRules: MembershipRules.Context {
+        MembershipRules.Context(maxMembers: configuration.maxRoomMembers, knownUsers: knownUsers)
+    }
+
     mutating func applyRoomEvent(_ event: EditEvent, roomId: String, user: String, now: Millis, changes: inout BatchChanges) -> Receipt {
         unpackRoom(roomId)
-        if event.type == .create, let room = rooms[roomId], room.stickerCount >= configuration.maxStickersPerRoom,
-           room.sticker(event.stickerId) == nil, !room.isDeleted(event.stickerId) {
+        if event.type == .create, let room = rooms[roomId], room.members.role(of: user)?.mayEdit == true,
+           room.stickerCount >= configuration.maxStickersPerRoom, room.sticker(event.stickerId) == nil, !room.isDeleted(event.stickerId) {
             return .rejected(id: event.eventId, kind: .room, Rejection(.roomFull, "room \(roomId) holds \(room.stickerCount) stickers, the most it may"), version: room.version)
         }
-        let outcome: RoomOutcome
-        if rooms[roomId] != nil {
-            outcome = rooms[roomId]!.apply(event, from: user, now: now, lease: configuration.lockLeaseMs)
-        } else {
-            // A room exists from its first accepted event; a refused one leaves no trace.
-            var room = RoomState(roomId: roomId)
-            outcome = room.apply(event, from: user, now: now, lease: configuration.lockLeaseMs)
-            if outcome.isAccepted { rooms[roomId] = room }
-        }
-        if let change = outcome.change {
-            changes.room(roomId, change)
-            trackLease(of: rooms[roomId]!)
-        }
-        return outcome.receipt(id: event.eventId)
+        // A room exists from its first accepted event; a refused one leaves no trace.
+        var room = rooms[roomId] ?? RoomState(roomId: roomId)
+        let before = room.members
+        let applied = room.apply(event, from: user, now: now, lease: configuration.lockLeaseMs, rules: membershipRules, stamp: wall)
+        guard applied.outcome.isAccepted else { return applied.outcome.receipt(id: event.eventId) }
+        rooms[roomId] = room
+        if room.members != before, changes.membersBefore[roomId] == nil { changes.membersBefore[roomId] = before }
+        for change in applied.changes { changes.room(roomId, change) }
+        metrics.lockExpiries += applied.expired.count
+        trackLease(of: room)
+        // The receipt's version: the room after everything the event did.
+        return .accepted(id: event.eventId, kind: .room, version: room.version)
     }
 
     /// Files the room's next lease deadline (entries that are no longer true are skipped
@@ -68,17 +72,88 @@ extension Engine {
         }
     }
 
-    func publishRooms(_ changed: [String: [RoomChange]], order: [String], into step: inout Step) {
-        for roomId in order {
-            guard let room = rooms[roomId], let list = changed[roomId], !list.isEmpty else { continue }
+    func publishRooms(_ changes: BatchChanges, into step: inout Step) {
+        for roomId in changes.roomOrder {
+            guard let room = rooms[roomId], let list = changes.rooms[roomId], !list.isEmpty else { continue }
             step.batch.entities.append(EntityRow(
                 kind: EntityKind.room, key: roomId, version: room.version,
                 body: room.persistedBytes(), updatedAt: room.updatedAt))
+            if let before = changes.membersBefore[roomId] {
+                step.batch.roomMembers.append(RoomMembersRow(roomId: roomId, members: room.members.rows(roomId: roomId)))
+                publishMembership(of: room, before: before, into: &step)
+            }
             if let roomChanges = RoomChanges(roomId: roomId, epoch: epoch, changes: list) {
                 step.publications.append(Publication(topic: topics.roomChanges(room: roomId), payload: roomChanges.json().serialized()))
             }
-            step.publications.append(roomSnapshot(room))
+            if room.isClosed {
+                // The last member left: the retained state goes (an empty retained message).
+                step.publications.append(Publication(topic: topics.roomState(room: roomId), payload: [], retain: true))
+            } else {
+                step.publications.append(roomSnapshot(room))
+            }
         }
+    }
+
+    /// Each member's own entry (`users/{userId}/rooms/{roomId}`) where it changed: new
+    /// members, new roles, everyone when the owner changed; cleared for those gone. And
+    /// the read rights the broker must give and take away, in the same step.
+    func publishMembership(of room: RoomState, before: RoomMembers, into step: inout Step) {
+        let ownerChanged = before.owner != room.members.owner
+        for member in room.members.list {
+            let previous = before.member(member.userId)
+            if previous == nil { step.access.append(.grant(user: member.userId, room: room.roomId)) }
+            if previous == nil || previous?.role != member.role || ownerChanged {
+                step.publications.append(userRoomEntry(member, of: room.roomId, owner: room.members.owner, version: room.version))
+            }
+        }
+        for member in before.list where !room.members.contains(member.userId) {
+            step.access.append(.revoke(user: member.userId, room: room.roomId))
+            step.publications.append(Publication(topic: topics.userRoom(user: member.userId, room: room.roomId), payload: [], retain: true))
+        }
+    }
+
+    /// `{"roomId","role","owner","invitedBy","since","version"}`, retained.
+    func userRoomEntry(_ member: RoomMember, of roomId: String, owner: String?, version: Int64) -> Publication {
+        let json = JSON.obj([
+            "roomId": .string(roomId),
+            "role": .string(member.role.rawValue),
+            "owner": JSON(owner),
+            "invitedBy": JSON(member.invitedBy),
+            "since": .int(member.since),
+            "version": .int(version),
+        ])
+        return Publication(topic: topics.userRoom(user: member.userId, room: roomId), payload: json.serialized(), retain: true)
+    }
+
+    /// Every open room's readers: the broker's access rules as the database says they
+    /// should be (reconciled at start, at a takeover and after the broker comes back).
+    public var roomAccess: [String: Set<String>] {
+        var readers: [String: Set<String>] = [:]
+        for (roomId, room) in rooms where room.exists {
+            for member in room.members.list { readers[member.userId, default: []].insert(roomId) }
+        }
+        for (roomId, room) in packedRooms {
+            for member in room.members.list { readers[member.userId, default: []].insert(roomId) }
+        }
+        return readers
+    }
+
+    /// The broker's users, when the service administers them: an invite of anyone else
+    /// is `unknown_user`. nil: not known, anyone may be invited.
+    public mutating func setKnownUsers(_ users: Set<String>?) {
+        knownUsers = users
+    }
+
+    /// A room's retained snapshot and its members' own entries (republishing after a
+    /// start); nothing for a closed room.
+    func roomPublications(_ roomId: String) -> [Publication] {
+        if let room = rooms[roomId], room.exists, !room.isClosed {
+            return [roomSnapshot(room)] + room.members.list.map { userRoomEntry($0, of: roomId, owner: room.members.owner, version: room.version) }
+        }
+        if let packed = packedRooms[roomId], !packed.isClosed {
+            return [packedRoomSnapshot(packed)] + packed.members.list.map { userRoomEntry($0, of: roomId, owner: packed.members.owner, version: packed.version) }
+        }
+        return []
     }
 
     func roomSnapshot(_ room: RoomState) -> Publication {

@@ -14,6 +14,9 @@ public struct Engine {
     public struct Step: Sendable {
         public var batch = StoreBatch()
         public var publications: [Publication] = []
+        /// Who gained or lost the right to read a room in this step: the service has the
+        /// broker enforce them before it publishes the step.
+        public var access: [RoomAccessChange] = []
         /// Steps are numbered from 1 in the order the engine made them; tell it when one
         /// is committed (``committed(through:)``).
         public var number = 0
@@ -101,6 +104,9 @@ public struct Engine {
         public var request: ClientRequest
     }
 
+    /// The broker's users when the service administers them (``setKnownUsers(_:)``).
+    var knownUsers: Set<String>?
+
     /// The wall clock at the current ingest or step (``Now``); every `now` inside the
     /// engine is the tick.
     var wall: Millis = 0
@@ -180,7 +186,12 @@ public struct Engine {
     /// spread over the cores: each body is read whole (so a bad one stops the start), and
     /// a room that holds no lock is kept packed as its body. Bodies of the old format
     /// (JSON) are written anew in the binary one (`rewritten`).
-    public static func parseRooms(_ rows: [EntityRow]) async throws -> Recovered.Rooms {
+    /// `members`: every room's member rows (``CoordinatorStore/loadRoomMembers()``); a
+    /// room without any is closed.
+    public static func parseRooms(_ rows: [EntityRow], members memberRows: [RoomMemberRow] = []) async throws -> Recovered.Rooms {
+        var grouped: [String: [RoomMemberRow]] = [:]
+        for row in memberRows { grouped[row.roomId, default: []].append(row) }
+        let members = grouped
         let chunkSize = max(256, rows.count / 8 + 1)
         return try await withThrowingTaskGroup(of: Recovered.Rooms.self) { group in
             for start in stride(from: 0, to: rows.count, by: chunkSize) {
@@ -188,7 +199,12 @@ public struct Engine {
                 group.addTask {
                     var part = Recovered.Rooms()
                     for row in chunk {
-                        let room = try RoomState(persistedBytes: row.body)
+                        var room = try RoomState(persistedBytes: row.body)
+                        do {
+                            room.restore(members: try RoomMembers(rows: members[row.key] ?? []))
+                        } catch {
+                            throw RoomState.PersistenceError("room \(row.key): \(error)")
+                        }
                         let isOld = row.body.first == UInt8(ascii: "{")
                         let body = isOld ? room.persistedBytes() : row.body
                         if let packed = PackedRoom(room, body: body) {
@@ -452,7 +468,7 @@ public struct Engine {
         expireLocks(now: now, changes: &changes)
         collectWorkoutSnapshots(now: now, changes: &changes)
 
-        publishRooms(changes.rooms, order: changes.roomOrder, into: &step)
+        publishRooms(changes, into: &step)
         publishConversations(changes.conversations, now: now, into: &step)
         publishWorkouts(changes.workouts, now: now, into: &step)
         step.publications += republishChunk(now: now)
@@ -466,6 +482,8 @@ public struct Engine {
     struct BatchChanges {
         var rooms: [String: [RoomChange]] = [:]
         var roomOrder: [String] = []
+        /// Rooms whose members changed: their members before the first change.
+        var membersBefore: [String: RoomMembers] = [:]
         /// Each changed conversation's accepted commands, in order.
         var conversations: [ConversationKey: ConversationBatch] = [:]
         var workouts: Set<WorkoutKey> = []
@@ -524,7 +542,7 @@ public struct Engine {
     func snapshots(of item: Republish) -> [Publication] {
         switch item {
         case .room(let id):
-            return rooms[id].map { [roomSnapshot($0)] } ?? packedRooms[id].map { [packedRoomSnapshot($0)] } ?? []
+            return roomPublications(id)
         case .conversation(let key):
             return conversations[key].map(conversationSnapshots) ?? []
         case .workout(let key):

@@ -9,7 +9,7 @@ public enum Recovery {
         // task reads the rooms: the two largest parts of a restart, overlapped.
         async let seenDigests = store.loadSeenDigests(since: now - configuration.seenIdRetentionMs)
         var recovered = Engine.Recovered()
-        recovered.rooms = try await Engine.parseRooms(roomRows)
+        recovered.rooms = try await Engine.parseRooms(roomRows, members: store.loadRoomMembers())
         recovered.conversations = try await store.loadConversations(messageLimit: Conversation.windowSize)
         recovered.workouts = try await store.loadEntities(kind: EntityKind.workout)
         recovered.seenDigests = try await seenDigests

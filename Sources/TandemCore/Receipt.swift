@@ -78,6 +78,13 @@ public enum ReceiptCode: String, Codable, Sendable, CaseIterable {
     case stale
     case rateLimited = "rate_limited"
     case roomFull = "room_full"
+    // Room membership (CONTRACT "Room membership").
+    case notMember = "not_member"
+    case forbidden
+    case alreadyMember = "already_member"
+    case memberNotFound = "member_not_found"
+    case membersFull = "members_full"
+    case unknownUser = "unknown_user"
 }
 
 /// Why the coordinator refused something: a code for machines, a sentence for people.

@@ -29,6 +29,8 @@ public struct Topics: Sendable, Equatable {
 
     public func roomState(room: String) -> String { "\(root)/rooms/\(room)/state" }
     public func roomChanges(room: String) -> String { "\(root)/rooms/\(room)/changes" }
+    /// A member's own entry for a room it belongs to (retained; cleared when it leaves).
+    public func userRoom(user: String, room: String) -> String { "\(root)/users/\(user)/rooms/\(room)" }
     public func conversation(user: String, peer: String) -> String { "\(root)/users/\(user)/dm/conversations/\(peer)" }
     public func conversations(user: String) -> String { "\(root)/users/\(user)/dm/conversations/+" }
     public func conversationChanges(user: String, peer: String) -> String { "\(root)/users/\(user)/dm/conversations/\(peer)/changes" }

@@ -76,6 +76,32 @@ enum PostgresSchema {
             "CREATE TABLE coordinator_commit(id INT PRIMARY KEY CHECK (id = 1), term BIGINT NOT NULL, batch BIGINT NOT NULL)",
             "INSERT INTO coordinator_commit VALUES (1, 0, 0)",
         ]),
+        // Room membership: a row per member; rooms made before it get members by the
+        // contract's rule, once (the same statement as SQLite's migration 4).
+        Migration(version: 2, name: "room members", statements: [
+            """
+            CREATE TABLE room_members(
+                room_id TEXT NOT NULL, user_id TEXT NOT NULL,
+                role TEXT NOT NULL CHECK (role IN ('owner', 'editor', 'viewer')),
+                since BIGINT NOT NULL, invited_by TEXT, position INT NOT NULL,
+                PRIMARY KEY(room_id, user_id))
+            """,
+            """
+            INSERT INTO room_members(room_id, user_id, role, since, invited_by, position)
+            SELECT target, user_id, CASE WHEN position = 0 THEN 'owner' ELSE 'editor' END, first_at, NULL, position
+            FROM (
+                SELECT target, user_id, first_at,
+                       (ROW_NUMBER() OVER (PARTITION BY target ORDER BY first_seq) - 1)::int AS position
+                FROM (
+                    SELECT target, user_id, MIN(seq) AS first_seq, MIN(at) AS first_at
+                    FROM event_log
+                    WHERE kind = 'room' AND status = 'accepted'
+                      AND target IN (SELECT key FROM entities WHERE kind = 'room')
+                    GROUP BY target, user_id
+                ) AS firsts
+            ) AS numbered
+            """,
+        ]),
     ]
 
     static var latestVersion: Int32 { migrations.last?.version ?? 0 }

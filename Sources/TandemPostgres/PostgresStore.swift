@@ -265,6 +265,21 @@ public actor PostgresStore: CoordinatorStore {
                 WHERE d.conversation = m.conversation AND d.sender = m.sender AND d.seq <= m.through AND NOT d.is_read
                 """, binds(r.map(\.conversation), r.map(\.sender), r.map(\.throughSeq)))
         }
+        if !batch.roomMembers.isEmpty {
+            // A room's rows are replaced whole; a room twice in one batch: its last list.
+            let rooms = Self.lastPerKey(batch.roomMembers) { $0.roomId }
+            try await run(connection, "DELETE FROM room_members WHERE room_id = ANY($1::text[])", binds(rooms.map(\.roomId)))
+            let m = rooms.flatMap(\.members)
+            if !m.isEmpty {
+                try await run(connection, """
+                    INSERT INTO room_members(room_id, user_id, role, since, invited_by, position)
+                    SELECT r, u, ro, s, NULLIF(i, ''), p::int
+                    FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::text[], $6::int8[]) AS x(r, u, ro, s, i, p)
+                    """, binds(
+                        m.map(\.roomId), m.map(\.userId), m.map(\.role), m.map(\.since), m.map { $0.invitedBy ?? "" },
+                        m.map { Int64($0.position) }))
+            }
+        }
         if !batch.logbook.isEmpty {
             let l = Self.lastPerKey(batch.logbook) { "\($0.userId)\u{1}\($0.workoutId)" }
             let nan = Double.nan
@@ -304,6 +319,16 @@ public actor PostgresStore: CoordinatorStore {
         ) { row in
             let (kind, key, version, body, updatedAt) = try row.decode((String, String, Int64, ByteBuffer, Int64).self)
             return EntityRow(kind: kind, key: key, version: version, body: Array(body.readableBytesView), updatedAt: updatedAt)
+        }
+    }
+
+    public func loadRoomMembers() async throws -> [RoomMemberRow] {
+        try await rows(
+            "SELECT room_id, user_id, role, since, invited_by, position FROM room_members ORDER BY room_id, position",
+            binds(), "load room members"
+        ) { row in
+            let (roomId, userId, role, since, invitedBy, position) = try row.decode((String, String, String, Int64, String?, Int32).self)
+            return RoomMemberRow(roomId: roomId, userId: userId, role: role, since: since, invitedBy: invitedBy, position: Int(position))
         }
     }
 

@@ -138,6 +138,15 @@ public actor TandemStore {
             for mark in batch.readMarks {
                 try db.run(Self.markRead, [.text(mark.conversation), .text(mark.sender), .integer(mark.throughSeq)])
             }
+            for room in batch.roomMembers {
+                try db.run(Self.deleteRoomMembers, [.text(room.roomId)])
+                for member in room.members {
+                    try db.run(Self.insertRoomMember, [
+                        .text(member.roomId), .text(member.userId), .text(member.role), .integer(member.since),
+                        .optional(member.invitedBy), .integer(Int64(member.position)),
+                    ])
+                }
+            }
             for row in batch.logbook {
                 try db.run(Self.upsertLogbook, [
                     .text(row.userId), .text(row.workoutId), .integer(row.startedAt), .integer(row.endedAt),
@@ -148,6 +157,10 @@ public actor TandemStore {
         }
     }
 
+    static let deleteRoomMembers = "DELETE FROM room_members WHERE room_id = ?1"
+    static let insertRoomMember = """
+        INSERT INTO room_members(room_id, user_id, role, since, invited_by, position) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+        """
     static let forgetSeenIds = """
         DELETE FROM seen_ids WHERE (user_id, id) IN (SELECT user_id, id FROM seen_ids WHERE seen_at < ?1 ORDER BY seen_at LIMIT ?2)
         """
@@ -205,6 +218,16 @@ public actor TandemStore {
         ) { row in
             EntityRow(kind: row.text(0), key: row.text(1), version: row.int64(2), body: row.blob(3),
                       updatedAt: row.int64(4))
+        }
+    }
+
+    /// Every room's members, by room, in the order they joined.
+    public func loadRoomMembers() throws -> [RoomMemberRow] {
+        try connection.query(
+            "SELECT room_id, user_id, role, since, invited_by, position FROM room_members ORDER BY room_id, position"
+        ) { row in
+            RoomMemberRow(roomId: row.text(0), userId: row.text(1), role: row.text(2), since: row.int64(3),
+                          invitedBy: row.optionalText(4), position: Int(row.int64(5)))
         }
     }
 

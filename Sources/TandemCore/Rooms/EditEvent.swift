@@ -1,13 +1,24 @@
-/// One edit of a room's stickers, as a client publishes it on
-/// `rooms/{roomId}/events/{userId}` (CONTRACT "Rooms"). The sender is the topic's
-/// `{userId}`, never a payload field, so it is not part of this value.
+/// One event of a room, as a client publishes it on `rooms/{roomId}/events/{userId}`:
+/// an edit of its stickers (CONTRACT "Rooms") or a change of its members (CONTRACT
+/// "Room membership"). The sender is the topic's `{userId}`, never a payload field, so
+/// it is not part of this value.
 public struct EditEvent: Sendable, Equatable {
     public enum Kind: String, Sendable, CaseIterable {
         case create, acquire, update, release, delete
+        case invite, remove, role, leave
+
+        /// invite, remove, role and leave: they name a member, not a sticker.
+        public var isMembership: Bool {
+            switch self {
+            case .invite, .remove, .role, .leave: true
+            case .create, .acquire, .update, .release, .delete: false
+            }
+        }
     }
 
     public var eventId: String
     public var type: Kind
+    /// "" for membership events, which do not use it.
     public var stickerId: String
     /// Milliseconds since the epoch; after ordering, possibly clamped to the coordinator's clock.
     public var timestamp: Millis
@@ -15,6 +26,10 @@ public struct EditEvent: Sendable, Equatable {
     public var image: String?
     /// Required for create and update; ignored otherwise.
     public var frame: Frame?
+    /// The member an invite, remove or role names; nil otherwise.
+    public var member: String?
+    /// The role an invite (default editor) or role event gives; nil otherwise.
+    public var role: MemberRole?
 
     public init(eventId: String, type: Kind, stickerId: String, timestamp: Millis, image: String? = nil, frame: Frame? = nil) {
         self.eventId = eventId
@@ -23,6 +38,18 @@ public struct EditEvent: Sendable, Equatable {
         self.timestamp = timestamp
         self.image = image
         self.frame = frame
+    }
+
+    /// A membership event: `invite`, `remove` and `role` name `member`; `invite` and
+    /// `role` give `role` (an invite's defaults to editor).
+    public init(eventId: String, type: Kind, member: String?, role: MemberRole? = nil, timestamp: Millis) {
+        precondition(type.isMembership, "\(type) is not a membership event")
+        self.eventId = eventId
+        self.type = type
+        stickerId = ""
+        self.timestamp = timestamp
+        self.member = type == .leave ? nil : member
+        self.role = type == .invite ? (role ?? .editor) : type == .role ? role : nil
     }
 }
 
@@ -40,6 +67,16 @@ extension EditEvent {
     public init(reader: PayloadReader) throws(Rejection) {
         eventId = try reader.identifier("eventId")
         type = try reader.oneOf("type", Kind.self)
+        if type.isMembership {
+            // stickerId is not used by these: whatever it holds is ignored.
+            stickerId = ""
+            timestamp = try reader.int64("timestamp")
+            guard timestamp >= 0 else { throw .invalid("timestamp must not be negative") }
+            image = nil
+            frame = nil
+            try readMembership(reader)
+            return
+        }
         stickerId = try reader.identifier("stickerId")
         timestamp = try reader.int64("timestamp")
         guard timestamp >= 0 else { throw .invalid("timestamp must not be negative") }
@@ -65,16 +102,46 @@ extension EditEvent {
         }
     }
 
+    /// `member` (invite, remove, role) and `role` (role; invite, default editor). A
+    /// role must be one an event may give: `owner` only passes on when the owner leaves.
+    private mutating func readMembership(_ reader: PayloadReader) throws(Rejection) {
+        switch type {
+        case .invite, .remove, .role:
+            guard reader.has("member") else { throw .invalid("member is required for \(type.rawValue)") }
+            member = try reader.identifier("member")
+        default:
+            member = nil
+        }
+        switch type {
+        case .invite, .role:
+            if reader.has("role") {
+                let given = try reader.oneOf("role", MemberRole.self)
+                guard MemberRole.grantable.contains(given) else {
+                    throw .invalid("role must be editor or viewer, not \(given.rawValue): ownership passes only when the owner leaves")
+                }
+                role = given
+            } else if type == .role {
+                throw .invalid("role is required for role")
+            } else {
+                role = .editor
+            }
+        default:
+            role = nil
+        }
+    }
+
     /// The payload a client publishes (the agent), keys in the contract's order.
     public func json() -> JSON {
         var members: [JSON.Member] = [
             .init("eventId", .string(eventId)),
             .init("type", .string(type.rawValue)),
-            .init("stickerId", .string(stickerId)),
-            .init("timestamp", .int(timestamp)),
         ]
+        if !type.isMembership { members.append(.init("stickerId", .string(stickerId))) }
+        members.append(.init("timestamp", .int(timestamp)))
         if let image { members.append(.init("image", .string(image))) }
         if let frame { members.append(.init("frame", frame.json())) }
+        if let member { members.append(.init("member", .string(member))) }
+        if let role { members.append(.init("role", .string(role.rawValue))) }
         return .object(members)
     }
 }

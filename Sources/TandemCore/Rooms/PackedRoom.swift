@@ -13,6 +13,8 @@ public struct PackedRoom: Sendable {
     public let stickerCount: Int
     /// Its persisted body, the binary format: what the store holds for it.
     public let body: [UInt8]
+    /// Its members (rows of their own in the store, not part of the body).
+    public let members: RoomMembers
 
     /// Packs `room` with `body`, which must be `room.persistedBytes()` (pass it when it
     /// is at hand, e.g. the row it was read from); nil while the room holds a lock.
@@ -22,13 +24,18 @@ public struct PackedRoom: Sendable {
         version = room.version
         updatedAt = room.updatedAt
         stickerCount = room.stickerCount
+        members = room.members
         self.body = body ?? room.persistedBytes()
     }
+
+    public var isClosed: Bool { version > 0 && members.isEmpty }
 
     /// The room whole again, as it was packed.
     public func unpacked() -> RoomState {
         do {
-            return try RoomState(persistedBytes: body)
+            var room = try RoomState(persistedBytes: body)
+            room.restore(members: members)
+            return room
         } catch {
             preconditionFailure("a packed room's body was read when it was packed: \(error)")
         }
@@ -36,7 +43,7 @@ public struct PackedRoom: Sendable {
 
     /// The retained snapshot, byte for byte what `unpacked().snapshotBytes(epoch:)` gives.
     public func snapshotBytes(epoch: String) -> [UInt8] {
-        var out = RoomState.snapshotHead(roomId: roomId, epoch: epoch, version: version, updatedAt: updatedAt, stickerCount: stickerCount)
+        var out = RoomState.snapshotHead(roomId: roomId, epoch: epoch, version: version, updatedAt: updatedAt, members: members, stickerCount: stickerCount)
         var first = true
         do {
             try RoomBody.read(body, sticker: { sticker, _ in

@@ -1,7 +1,16 @@
-/// One accepted event or lock expiry, as a RoomChanges message lists it.
+/// One accepted event, lock expiry or membership change, as a RoomChanges message
+/// lists it.
 public struct RoomChange: Sendable, Equatable {
     public enum Kind: String, Sendable, CaseIterable {
         case create, acquire, update, release, delete, expire
+        case invite, remove, role, leave
+
+        public var isMembership: Bool {
+            switch self {
+            case .invite, .remove, .role, .leave: true
+            case .create, .acquire, .update, .release, .delete, .expire: false
+            }
+        }
     }
 
     /// The room's version right after this change.
@@ -11,9 +20,18 @@ public struct RoomChange: Sendable, Equatable {
     /// The sender; nil for an expiry.
     public var userId: String?
     public var type: Kind
+    /// "" for a membership change (written as null).
     public var stickerId: String
-    /// The sticker after the change; nil after a delete.
+    /// The sticker after the change; nil after a delete and for membership changes.
     public var sticker: Sticker?
+    /// Membership changes: the member it is about.
+    public var member: String?
+    /// Membership changes: the member's role after an invite or role change, the role it
+    /// had for a remove or leave; `owner` for the member ownership passed to (a `role`
+    /// change with no event id or user, after the owner left).
+    public var role: MemberRole?
+    /// A leave of the owner: who ownership passed to (written as `"owner"`).
+    public var newOwner: String?
 
     public init(version: Int64, eventId: String?, userId: String?, type: Kind, stickerId: String, sticker: Sticker?) {
         self.version = version
@@ -24,9 +42,31 @@ public struct RoomChange: Sendable, Equatable {
         self.sticker = sticker
     }
 
-    /// `{"version","eventId","userId","type","stickerId","sticker"}`, nulls written out.
+    /// A membership change.
+    public init(version: Int64, eventId: String?, userId: String?, type: Kind, member: String, role: MemberRole) {
+        self.init(version: version, eventId: eventId, userId: userId, type: type, stickerId: "", sticker: nil)
+        self.member = member
+        self.role = role
+    }
+
+    /// `{"version","eventId","userId","type","stickerId","sticker"}`, nulls written out;
+    /// a membership change adds `"member","role"`, with `stickerId` and `sticker` null.
     public func json() -> JSON {
-        .obj([
+        if type.isMembership {
+            var members: [JSON.Member] = [
+                .init("version", .int(version)),
+                .init("eventId", JSON(eventId)),
+                .init("userId", JSON(userId)),
+                .init("type", .string(type.rawValue)),
+                .init("stickerId", .null),
+                .init("sticker", .null),
+                .init("member", JSON(member)),
+                .init("role", JSON(role?.rawValue)),
+            ]
+            if let newOwner { members.append(.init("owner", .string(newOwner))) }
+            return .object(members)
+        }
+        return .obj([
             "version": .int(version),
             "eventId": JSON(eventId),
             "userId": JSON(userId),
@@ -44,7 +84,10 @@ public struct RoomChange: Sendable, Equatable {
         eventId = try reader.optionalString("eventId")
         userId = try reader.optionalString("userId")
         type = try reader.oneOf("type", Kind.self)
-        stickerId = try reader.string("stickerId")
+        stickerId = try reader.optionalString("stickerId") ?? ""
+        member = try reader.optionalString("member")
+        role = reader.has("role") ? try reader.oneOf("role", MemberRole.self) : nil
+        newOwner = type == .leave ? try reader.optionalString("owner") : nil
         if let value = json["sticker"], !value.isNull {
             sticker = try Sticker(json: value)
         } else {

@@ -15,6 +15,8 @@ public struct RoomReplica: Sendable {
     /// The confirmed version; 0 before the first snapshot.
     public private(set) var version: Int64 = 0
 
+    /// The members as the coordinator last said, in the order they joined.
+    public private(set) var members: [RoomMember] = []
     private var confirmed: [Sticker] = []
     private var confirmedIndex: [String: Int] = [:]
     private var pending: [Pending] = []
@@ -81,6 +83,11 @@ public struct RoomReplica: Sendable {
     /// nothing); the coordinator decides, so the edit stays pending either way.
     @discardableResult
     public mutating func applyLocal(_ event: EditEvent, as user: String) -> Rejection? {
+        if event.type.isMembership {
+            // Nothing to show ahead of the coordinator: the members change when it says.
+            pending.append(Pending(event: event, user: user, confirmedAt: nil))
+            return nil
+        }
         let (after, rejection) = Self.predict(event, by: user, on: visibleSticker(event.stickerId))
         pending.append(Pending(event: event, user: user, confirmedAt: nil))
         overlay[event.stickerId] = after.map(Shown.sticker) ?? .hidden
@@ -91,6 +98,10 @@ public struct RoomReplica: Sendable {
     public mutating func receipt(_ receipt: Receipt) {
         guard receipt.kind == .room, let index = pending.firstIndex(where: { $0.event.eventId == receipt.id }) else { return }
         let id = pending[index].event.stickerId
+        if pending[index].event.type.isMembership {
+            pending.remove(at: index)
+            return
+        }
         switch receipt.status {
         case .rejected:
             pending.remove(at: index)
@@ -120,6 +131,7 @@ public struct RoomReplica: Sendable {
         epoch = snapshot.epoch
         version = snapshot.version
         confirmed = snapshot.stickers
+        members = snapshot.members
         reindex()
         settle()
         return true
@@ -133,6 +145,10 @@ public struct RoomReplica: Sendable {
         guard changes.roomId == roomId, changes.epoch == epoch, changes.fromVersion == version,
               changes.toVersion >= changes.fromVersion else { return false }
         for change in changes.changes {
+            if change.type.isMembership {
+                applyMembership(change)
+                continue
+            }
             if let sticker = change.sticker {
                 if let index = confirmedIndex[change.stickerId] {
                     confirmed[index] = sticker
@@ -150,7 +166,26 @@ public struct RoomReplica: Sendable {
         return true
     }
 
+    /// The owner as the coordinator last said.
+    public var owner: String? { members.first { $0.role == .owner }?.userId }
+
     // MARK: Internals
+
+    private mutating func applyMembership(_ change: RoomChange) {
+        guard let member = change.member else { return }
+        switch change.type {
+        case .invite:
+            members.removeAll { $0.userId == member }
+            members.append(RoomMember(userId: member, role: change.role ?? .editor, since: 0, invitedBy: change.userId))
+        case .role:
+            if let index = members.firstIndex(where: { $0.userId == member }), let role = change.role { members[index].role = role }
+        case .remove, .leave:
+            members.removeAll { $0.userId == member }
+            if let heir = change.newOwner, let index = members.firstIndex(where: { $0.userId == heir }) { members[index].role = .owner }
+        case .create, .acquire, .update, .release, .delete, .expire:
+            return
+        }
+    }
 
     /// The sticker after `event` on `current` under the contract's rules, or `current`
     /// and the predicted rejection.
@@ -166,6 +201,8 @@ public struct RoomReplica: Sendable {
             var sticker = current!
             sticker.apply(event, by: user)
             return (sticker, nil)
+        case .invite, .remove, .role, .leave:
+            return (current, nil)
         }
     }
 

@@ -4,24 +4,32 @@ public struct RoomSnapshot: Sendable, Equatable {
     public var epoch: String
     public var version: Int64
     public var updatedAt: Millis
+    /// The members in the order they joined (the owner among them). Empty in a snapshot
+    /// from a coordinator that predates membership.
+    public var members: [RoomMember]
     /// In creation order.
     public var stickers: [Sticker]
 
-    public init(roomId: String, epoch: String, version: Int64, updatedAt: Millis, stickers: [Sticker]) {
+    public init(roomId: String, epoch: String, version: Int64, updatedAt: Millis, members: [RoomMember] = [], stickers: [Sticker]) {
         self.roomId = roomId
         self.epoch = epoch
         self.version = version
         self.updatedAt = updatedAt
+        self.members = members
         self.stickers = stickers
     }
 
-    /// `{"roomId","epoch","version","updatedAt","stickers":[...]}`.
+    public var owner: String? { members.first { $0.role == .owner }?.userId }
+
+    /// `{"roomId","epoch","version","updatedAt","owner","members":[...],"stickers":[...]}`.
     public func json() -> JSON {
         .obj([
             "roomId": .string(roomId),
             "epoch": .string(epoch),
             "version": .int(version),
             "updatedAt": .int(updatedAt),
+            "owner": JSON(owner),
+            "members": .array(members.map { $0.json() }),
             "stickers": .array(stickers.map { $0.json() }),
         ])
     }
@@ -44,6 +52,11 @@ public struct RoomSnapshot: Sendable, Equatable {
         epoch = try reader.string("epoch")
         version = try reader.int64("version")
         updatedAt = reader.has("updatedAt") ? try reader.int64("updatedAt") : 0
+        var members: [RoomMember] = []
+        if case .array(let items)? = json["members"] {
+            for item in items { members.append(try RoomMember(json: item)) }
+        }
+        self.members = members
         guard case .array(let items)? = json["stickers"] else { throw .invalid("stickers must be an array") }
         var stickers: [Sticker] = []
         stickers.reserveCapacity(items.count)
@@ -57,6 +70,6 @@ public struct RoomSnapshot: Sendable, Equatable {
 extension RoomState {
     /// The snapshot to publish, under the database's epoch.
     public func snapshot(epoch: String) -> RoomSnapshot {
-        RoomSnapshot(roomId: roomId, epoch: epoch, version: version, updatedAt: updatedAt, stickers: stickers)
+        RoomSnapshot(roomId: roomId, epoch: epoch, version: version, updatedAt: updatedAt, members: members.list, stickers: stickers)
     }
 }

@@ -4,16 +4,16 @@
 /// body, the other serialisation of every changed room, is binary: `RoomBody`.)
 extension RoomState {
     public func snapshotBytes(epoch: String) -> [UInt8] {
-        var out = Self.snapshotHead(roomId: roomId, epoch: epoch, version: version, updatedAt: updatedAt, stickerCount: stickerCount)
+        var out = Self.snapshotHead(roomId: roomId, epoch: epoch, version: version, updatedAt: updatedAt, members: members, stickerCount: stickerCount)
         writeStickers(into: &out)
         out.append(contentsOf: "]}".utf8)
         return out
     }
 
     /// A snapshot up to its stickers' opening bracket; the stickers and `]}` follow.
-    static func snapshotHead(roomId: String, epoch: String, version: Int64, updatedAt: Millis, stickerCount: Int) -> [UInt8] {
+    static func snapshotHead(roomId: String, epoch: String, version: Int64, updatedAt: Millis, members: RoomMembers, stickerCount: Int) -> [UInt8] {
         var out: [UInt8] = []
-        out.reserveCapacity(96 + stickerCount * 192)
+        out.reserveCapacity(96 + members.count * 64 + stickerCount * 192)
         out.append(contentsOf: #"{"roomId":"#.utf8)
         JSON.writeString(roomId, into: &out)
         out.append(contentsOf: #","epoch":"#.utf8)
@@ -22,7 +22,24 @@ extension RoomState {
         JSON.writeInteger(version, into: &out)
         out.append(contentsOf: #","updatedAt":"#.utf8)
         JSON.writeInteger(updatedAt, into: &out)
-        out.append(contentsOf: #","stickers":["#.utf8)
+        out.append(contentsOf: #","owner":"#.utf8)
+        if let owner = members.owner {
+            JSON.writeString(owner, into: &out)
+        } else {
+            out.append(contentsOf: "null".utf8)
+        }
+        out.append(contentsOf: #","members":["#.utf8)
+        for (index, member) in members.list.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            out.append(contentsOf: #"{"userId":"#.utf8)
+            JSON.writeString(member.userId, into: &out)
+            out.append(contentsOf: #","role":"#.utf8)
+            JSON.writeString(member.role.rawValue, into: &out)
+            out.append(contentsOf: #","since":"#.utf8)
+            JSON.writeInteger(member.since, into: &out)
+            out.append(UInt8(ascii: "}"))
+        }
+        out.append(contentsOf: #"],"stickers":["#.utf8)
         return out
     }
 

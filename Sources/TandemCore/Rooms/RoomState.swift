@@ -13,6 +13,8 @@ public struct RoomState: Sendable {
     public private(set) var updatedAt: Millis = 0
     /// Ids that were deleted; they can never be created again.
     public private(set) var tombstones: Set<String> = []
+    /// Who belongs to the room, in the order they joined (CONTRACT "Room membership").
+    public private(set) var members = RoomMembers()
 
     /// Stickers in creation order with their lock deadlines; deleted ones stay as dead
     /// slots until the next compaction.
@@ -48,6 +50,10 @@ public struct RoomState: Sendable {
 
     /// A room exists from its first accepted event.
     public var exists: Bool { version > 0 }
+
+    /// The last member left: every later event is `not_member`, and the id is never
+    /// used again.
+    public var isClosed: Bool { exists && members.isEmpty }
 
     /// The live stickers in creation order.
     public var stickers: [Sticker] {
@@ -94,7 +100,121 @@ public struct RoomState: Sendable {
 
     // MARK: Applying events
 
-    /// Applies one ordered edit event from `user` under the contract's rules. Accepted:
+    /// What one event did to a room under the whole of the rules: its outcome, and the
+    /// lock expiries it caused first (the locks of a member who was removed or left),
+    /// each with a version of its own before the event's.
+    public struct Applied: Sendable, Equatable {
+        public var outcome: RoomOutcome
+        public var expired: [RoomChange] = []
+
+        /// Every change, in version order.
+        public var changes: [RoomChange] {
+            guard let change = outcome.change else { return [] }
+            return expired + [change]
+        }
+    }
+
+    /// Applies one ordered event from `user` under the contract's rules, membership
+    /// first (CONTRACT "Room membership"), then the sticker rules. A room that does not
+    /// exist is made by a `create` or an `invite` (the sender becomes its owner); a
+    /// refused event leaves no trace. A closed room refuses everything.
+    /// `stamp`: the time of day the lock expiries it causes are stamped with (default
+    /// the event's timestamp).
+    public mutating func apply(
+        _ event: EditEvent, from user: String, now: Millis, lease: Millis, rules: MembershipRules.Context, stamp: Millis? = nil
+    ) -> Applied {
+        if !exists {
+            guard event.type == .create || event.type == .invite else {
+                return Applied(outcome: .rejected(Rejection(.notMember, "room \(roomId) does not exist: \(event.type.rawValue) needs a member"), version: nil))
+            }
+            let founder = RoomMember(userId: user, role: .owner, since: event.timestamp, invitedBy: nil)
+            if event.type == .invite {
+                let founding = RoomMembers([founder])
+                if let rejection = MembershipRules.check(event, members: founding, from: user, context: rules) {
+                    return Applied(outcome: .rejected(rejection, version: nil))
+                }
+                members = founding
+                return Applied(outcome: applyMembership(event, from: user))
+            }
+            let outcome = apply(event, from: user, now: now, lease: lease)
+            if outcome.isAccepted { members = RoomMembers([founder]) }
+            return Applied(outcome: outcome)
+        }
+        if isClosed {
+            return Applied(outcome: .rejected(Rejection(.notMember, "room \(roomId) is closed: its last member left"), version: version))
+        }
+        if let rejection = MembershipRules.check(event, members: members, from: user, context: rules) {
+            return Applied(outcome: .rejected(rejection, version: version))
+        }
+        guard event.type.isMembership else {
+            return Applied(outcome: apply(event, from: user, now: now, lease: lease))
+        }
+        // A member who leaves, is removed or is made a viewer (who may not edit) loses its
+        // locks in the same step, first.
+        var expired: [RoomChange] = []
+        switch event.type {
+        case .leave:
+            expired = expireLocks(ownedBy: user, now: now, stamp: stamp ?? event.timestamp)
+        case .remove:
+            expired = expireLocks(ownedBy: event.member ?? "", now: now, stamp: stamp ?? event.timestamp)
+        case .role where event.role == .viewer:
+            expired = expireLocks(ownedBy: event.member ?? "", now: now, stamp: stamp ?? event.timestamp)
+        default:
+            break
+        }
+        return Applied(outcome: applyMembership(event, from: user), expired: expired)
+    }
+
+    /// Applies a membership event the rules accepted: one version.
+    private mutating func applyMembership(_ event: EditEvent, from user: String) -> RoomOutcome {
+        version += 1
+        updatedAt = event.timestamp
+        var change: RoomChange
+        switch event.type {
+        case .invite:
+            let member = event.member ?? ""
+            let role = event.role ?? .editor
+            members.add(RoomMember(userId: member, role: role, since: event.timestamp, invitedBy: user))
+            change = RoomChange(version: version, eventId: event.eventId, userId: user, type: .invite, member: member, role: role)
+        case .role:
+            let member = event.member ?? ""
+            let role = event.role ?? .editor
+            members.setRole(role, of: member)
+            change = RoomChange(version: version, eventId: event.eventId, userId: user, type: .role, member: member, role: role)
+        case .remove:
+            let member = event.member ?? ""
+            let role = members.role(of: member) ?? .editor
+            members.remove(member)
+            change = RoomChange(version: version, eventId: event.eventId, userId: user, type: .remove, member: member, role: role)
+        case .leave:
+            let role = members.role(of: user) ?? .editor
+            let heir = members.remove(user)
+            change = RoomChange(version: version, eventId: event.eventId, userId: user, type: .leave, member: user, role: role)
+            change.newOwner = heir
+            if members.isEmpty { closeRoom() }
+        case .create, .acquire, .update, .release, .delete:
+            preconditionFailure("\(event.type) is not a membership event")
+        }
+        return .accepted(change)
+    }
+
+    /// The last member left: nothing of the room is kept but its id, version and time.
+    private mutating func closeRoom() {
+        slots = []
+        deadSlots = 0
+        positions = [:]
+        tombstones = []
+        leaseQueue = MonotoneQueue()
+        leaseCount = 0
+    }
+
+    /// Restores the members a restart read (their rows are the store's, not the body's).
+    public mutating func restore(members: RoomMembers) {
+        self.members = members
+    }
+
+    /// Applies one ordered edit event from `user` under the sticker rules alone (the
+    /// caller has checked membership: ``apply(_:from:now:lease:rules:)`` does). Accepted:
     /// the version grows by one, the room's and the sticker's `updatedAt` become the
     /// event's timestamp, and a sender who holds the lock afterwards gets a lease until
     /// `now + lease`. Rejected: nothing changes.
@@ -146,6 +266,8 @@ public struct RoomState: Sendable {
                 setLease(position, deadline: Self.deadline(now: now, lease: lease))
                 kind = event.type == .acquire ? .acquire : .update
             }
+        case .invite, .remove, .role, .leave:
+            preconditionFailure("StickerRules refuses membership events")
         }
         return .accepted(RoomChange(version: version, eventId: event.eventId, userId: user, type: kind, stickerId: id, sticker: after))
     }
@@ -269,6 +391,6 @@ extension RoomState: Equatable {
     public static func == (a: RoomState, b: RoomState) -> Bool {
         a.roomId == b.roomId && a.version == b.version && a.updatedAt == b.updatedAt
             && a.positions.count == b.positions.count && a.tombstones == b.tombstones
-            && a.leaseDeadlines == b.leaseDeadlines && a.stickers == b.stickers
+            && a.leaseDeadlines == b.leaseDeadlines && a.stickers == b.stickers && a.members == b.members
     }
 }

@@ -13,6 +13,8 @@ enum StickerRules {
     static func check(_ event: EditEvent, against subject: Subject, from user: String) -> Rejection? {
         let id = event.stickerId
         switch (event.type, subject) {
+        case (.invite, _), (.remove, _), (.role, _), (.leave, _):
+            return .invalid("\(event.type.rawValue) is a membership event, not an edit of a sticker")
         case (.create, .absent):
             guard event.image != nil else { return .invalid("image is required for create") }
             guard event.frame != nil else { return .invalid("frame is required for create") }
@@ -64,7 +66,7 @@ extension Sticker {
             if let image = event.image { self.image = image }
         case .release:
             owner = nil
-        case .create, .delete:
+        case .create, .delete, .invite, .remove, .role, .leave:
             return
         }
         updatedBy = user

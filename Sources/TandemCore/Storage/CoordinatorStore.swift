@@ -16,6 +16,8 @@ public protocol CoordinatorStore: Actor {
 
     // Recovery
     func loadEntities(kind: String) async throws -> [EntityRow]
+    /// Every room's members, by room id, each room's in the order they joined.
+    func loadRoomMembers() async throws -> [RoomMemberRow]
     /// The ids first seen at or after `since`, as digests (sealed, ready for lookups):
     /// what a restart keeps of them, read without making a string per id.
     func loadSeenDigests(since: Millis) async throws -> IdDigests

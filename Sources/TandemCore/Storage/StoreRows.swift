@@ -171,6 +171,39 @@ public struct LogbookRow: Sendable, Equatable {
 /// transaction, in this order: forgotten seen ids, seen ids, event log, entities, new
 /// messages, read marks, logbook (so a message appended and read in the same batch ends
 /// up read).
+/// One member of one room, as the store keeps it: a row of its own (`room_members`).
+public struct RoomMemberRow: Sendable, Equatable {
+    public var roomId: String
+    public var userId: String
+    /// `owner`, `editor` or `viewer`.
+    public var role: String
+    public var since: Millis
+    public var invitedBy: String?
+    /// Its place in the order members joined (0 first).
+    public var position: Int
+
+    public init(roomId: String, userId: String, role: String, since: Millis, invitedBy: String?, position: Int) {
+        self.roomId = roomId
+        self.userId = userId
+        self.role = role
+        self.since = since
+        self.invitedBy = invitedBy
+        self.position = position
+    }
+}
+
+/// A room's members after a batch, all of them: the store replaces the room's rows
+/// with these (none left: a closed room).
+public struct RoomMembersRow: Sendable, Equatable {
+    public var roomId: String
+    public var members: [RoomMemberRow]
+
+    public init(roomId: String, members: [RoomMemberRow]) {
+        self.roomId = roomId
+        self.members = members
+    }
+}
+
 public struct StoreBatch: Sendable, Equatable {
     /// Seen ids whose retention ran out, to delete.
     public var forgetSeenIds: ForgetSeenIds?
@@ -180,9 +213,12 @@ public struct StoreBatch: Sendable, Equatable {
     public var messages: [DMMessageRow]
     public var readMarks: [DMReadMark]
     public var logbook: [LogbookRow]
+    /// Rooms whose members changed, each with its whole member list after the batch.
+    public var roomMembers: [RoomMembersRow]
 
     public init(forgetSeenIds: ForgetSeenIds? = nil, seenIds: [SeenId] = [], events: [EventLogRow] = [], entities: [EntityRow] = [],
-                messages: [DMMessageRow] = [], readMarks: [DMReadMark] = [], logbook: [LogbookRow] = []) {
+                messages: [DMMessageRow] = [], readMarks: [DMReadMark] = [], logbook: [LogbookRow] = [],
+                roomMembers: [RoomMembersRow] = []) {
         self.forgetSeenIds = forgetSeenIds
         self.seenIds = seenIds
         self.events = events
@@ -190,11 +226,12 @@ public struct StoreBatch: Sendable, Equatable {
         self.messages = messages
         self.readMarks = readMarks
         self.logbook = logbook
+        self.roomMembers = roomMembers
     }
 
     public var isEmpty: Bool {
         forgetSeenIds == nil && seenIds.isEmpty && events.isEmpty && entities.isEmpty && messages.isEmpty && readMarks.isEmpty
-            && logbook.isEmpty
+            && logbook.isEmpty && roomMembers.isEmpty
     }
 }
 
