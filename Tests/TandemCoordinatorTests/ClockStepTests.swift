@@ -43,8 +43,9 @@ import TandemCore
         let topic = "tandem/v1/rooms/r1/events/alice"
         // alice creates s1 (and holds its lock for 30 s) at tick t0.
         _ = e.ingest(topic: topic, payload: event("c1", "create", sticker: "s1", at: Self.t0), at: .init(Self.t0))
+        _ = e.ingest(topic: topic, payload: invitePayload("i1", member: "bob", at: Self.t0), at: .init(Self.t0))
         let first = e.step(at: .init(Self.t0 + 30))
-        #expect(receipts(first).map { $0["status"]?.stringValue } == ["accepted"])
+        #expect(receipts(first).map { $0["status"]?.stringValue } == ["accepted", "accepted"])
 
         // An event waits in the buffer when the wall clock is stepped.
         _ = e.ingest(topic: topic, payload: event("u1", "update", sticker: "s1", at: Self.t0 + 100), at: .init(Self.t0 + 100))

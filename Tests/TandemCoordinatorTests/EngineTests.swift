@@ -36,7 +36,7 @@ import TandemStore
         #expect(step.batch.events.map(\.status) == [.accepted])
         #expect(step.batch.entities.map(\.key) == ["r1"])
         #expect(step.publications.map(\.topic) == [
-            "tandem/v1/rooms/r1/changes", "tandem/v1/rooms/r1/state", "tandem/v1/users/alice/receipts",
+            "tandem/v1/rooms/r1/changes", "tandem/v1/rooms/r1/state", "tandem/v1/users/alice/rooms/r1", "tandem/v1/users/alice/receipts",
         ])
         #expect(step.publications[1].retain)
         #expect(receipts(step.publications, for: "alice").first?["version"] == .int(1))

@@ -9,6 +9,9 @@ import TandemCore
 
     func room(_ id: String, stickers: Int, lockedBy owner: String? = nil) -> RoomState {
         var room = RoomState(roomId: id)
+        room.restore(members: RoomMembers(["u0", "u1", "u2", "bob"].enumerated().map { n, user in
+            RoomMember(userId: user, role: n == 0 ? .owner : .editor, since: Self.t0 - 60_000, invitedBy: n == 0 ? nil : "u0")
+        }))
         for s in 0..<stickers {
             _ = room.apply(EditEvent(eventId: "c\(s)", type: .create, stickerId: "s\(s)", timestamp: Self.t0 - 60_000, image: "i.png",
                                      frame: Frame(x: Double(s), y: 2.5, width: 3, height: 4)), from: "u\(s % 3)", now: Self.t0 - 60_000, lease: 30_000)
@@ -27,7 +30,13 @@ import TandemCore
 
     func engine(_ rows: [EntityRow]) async throws -> Engine {
         var recovered = Engine.Recovered()
-        recovered.rooms = try await Engine.parseRooms(rows)
+        let members = rows.flatMap { row in
+            ["u0", "u1", "u2", "bob"].enumerated().map { n, user in
+                RoomMemberRow(roomId: row.key, userId: user, role: n == 0 ? "owner" : "editor", since: Self.t0 - 60_000,
+                              invitedBy: n == 0 ? nil : "u0", position: n)
+            }
+        }
+        recovered.rooms = try await Engine.parseRooms(rows, members: members)
         var c = CoordinatorConfiguration()
         c.rateLimitPerSecond = 0
         return try Engine(configuration: c, epoch: "e0", recovered: recovered, now: Self.t0)

@@ -29,7 +29,7 @@ import TandemCore
     func recovered() throws -> Engine {
         var room = RoomState(roomId: "r1")
         _ = room.apply(EditEvent(eventId: "e1", type: .create, stickerId: "s1", timestamp: Self.t0 - 5_000, image: "a.png",
-                                 frame: Frame(x: 1, y: 2, width: 3, height: 4)), from: "alice", now: Self.t0 - 5_000, lease: 30_000)
+                                 frame: Frame(x: 1, y: 2, width: 3, height: 4)), from: "alice", now: Self.t0 - 5_000, lease: 30_000, rules: MembershipRules.Context())
         _ = room.expireLeases(now: Self.t0 + 25_000)
         var recovered = Engine.Recovered()
         recovered.rooms.live = [room]

@@ -56,7 +56,7 @@ import Testing
 
     @Test func theTableCoversEveryPair() {
         let pairs = Set(Self.table.map { "\($0.type)/\($0.condition)" })
-        #expect(pairs.count == EditEvent.Kind.allCases.count * Condition.allCases.count)
+        #expect(pairs.count == RoomPropertyTests.stickerKinds.count * Condition.allCases.count)
     }
 
     static func room(_ condition: Condition) -> RoomState {

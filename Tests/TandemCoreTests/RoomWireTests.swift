@@ -12,7 +12,7 @@ import Testing
         var room = RoomState(roomId: "r1")
         room.must(.create, "s1", by: "alice", now: 5)
         let snapshot = room.snapshot(epoch: "ep1")
-        #expect(snapshot.json().text == #"{"roomId":"r1","epoch":"ep1","version":1,"updatedAt":5,"stickers":[{"id":"s1","image":"star.png","frame":{"x":10,"y":20,"width":100,"height":50},"owner":"alice","createdBy":"alice","updatedBy":"alice","updatedAt":5}]}"#)
+        #expect(snapshot.json().text == #"{"roomId":"r1","epoch":"ep1","version":1,"updatedAt":5,"owner":null,"members":[],"stickers":[{"id":"s1","image":"star.png","frame":{"x":10,"y":20,"width":100,"height":50},"owner":"alice","createdBy":"alice","updatedBy":"alice","updatedAt":5}]}"#)
         #expect(try RoomSnapshot.decode(snapshot.json().serialized()) == snapshot)
     }
 

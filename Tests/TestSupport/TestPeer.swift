@@ -69,6 +69,17 @@ public final class TestPeer: Sendable {
         try await publish(topics.roomEvents(room: room, user: user), event)
     }
 
+    /// Invites `members` into `room` (making it, with this user as its owner, if it does
+    /// not exist yet) and waits for each receipt: every one must be accepted.
+    public func invite(room: String, _ members: [String], role: String? = nil, at timestamp: Int64 = nowMillis()) async throws {
+        for member in members {
+            let id = "invite-\(room)-\(member)-\(UInt32.random(in: 0...UInt32.max))"
+            try await edit(room: room, .membership(id, "invite", member: member, role: role, at: timestamp))
+            let receipt = try await self.receipt(id)
+            guard receipt["status"] == "accepted" else { throw TestPeerError.refused("invite of \(member) into \(room): \(receipt.text)") }
+        }
+    }
+
     public func dm(_ command: JSON) async throws {
         try await publish(topics.dmCommands(user: user), command)
     }
@@ -137,7 +148,24 @@ public final class TestPeer: Sendable {
 /// Milliseconds since the Unix epoch, as the wire writes times.
 public func nowMillis() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
 
+public enum TestPeerError: Error, CustomStringConvertible {
+    case refused(String)
+    public var description: String {
+        switch self {
+        case .refused(let what): "refused: \(what)"
+        }
+    }
+}
+
 extension JSON {
+    /// A membership event payload (invite, remove, role, leave).
+    public static func membership(_ id: String, _ type: String, member: String? = nil, role: String? = nil, at timestamp: Int64 = nowMillis()) -> JSON {
+        var members: [JSON.Member] = [.init("eventId", .string(id)), .init("type", .string(type)), .init("timestamp", .int(timestamp))]
+        if let member { members.append(.init("member", .string(member))) }
+        if let role { members.append(.init("role", .string(role))) }
+        return .object(members)
+    }
+
     /// A room edit event payload.
     public static func edit(_ id: String, _ type: String, sticker: String, at timestamp: Int64 = nowMillis(), image: String? = nil, frame: (Double, Double, Double, Double)? = nil) -> JSON {
         var members: [JSON.Member] = [
