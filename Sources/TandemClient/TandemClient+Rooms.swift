@@ -78,6 +78,30 @@ extension TandemClient {
         return try await send(event, in: room)
     }
 
+    // MARK: Members
+
+    /// Invites `member` into `room` as an editor or a viewer (the owner only; a room
+    /// that does not exist yet is made, with this user its owner). Returns the receipt.
+    public func invite(_ member: String, to room: String, as role: MemberRole = .editor, timestamp: Millis = WallClock.now()) async throws -> Receipt {
+        try await send(EditEvent(eventId: ids.next(), type: .invite, member: member, role: role, timestamp: timestamp), in: room)
+    }
+
+    /// Removes `member` from `room` (the owner only): it loses its locks and reads
+    /// nothing more of the room.
+    public func remove(_ member: String, from room: String, timestamp: Millis = WallClock.now()) async throws -> Receipt {
+        try await send(EditEvent(eventId: ids.next(), type: .remove, member: member, timestamp: timestamp), in: room)
+    }
+
+    /// Makes `member` an editor or a viewer of `room` (the owner only).
+    public func setRole(_ role: MemberRole, of member: String, in room: String, timestamp: Millis = WallClock.now()) async throws -> Receipt {
+        try await send(EditEvent(eventId: ids.next(), type: .role, member: member, role: role, timestamp: timestamp), in: room)
+    }
+
+    /// Leaves `room`; an owner who leaves passes ownership on, the last member closes it.
+    public func leave(_ room: String, timestamp: Millis = WallClock.now()) async throws -> Receipt {
+        try await send(EditEvent(eventId: ids.next(), type: .leave, member: nil, timestamp: timestamp), in: room)
+    }
+
     /// Sends an edit event built by the app (its own eventId) and returns its receipt.
     public func send(_ event: EditEvent, in room: String, label: String? = nil) async throws -> Receipt {
         try await receipt(of: event.eventId) { post(event, in: room, label: label) }
@@ -97,6 +121,6 @@ extension TandemClient {
             roomOfEdit[event.eventId] = room
         }
         return post(id: event.eventId, topic: topics.roomEvents(room: room, user: user), payload: event.json().serialized(),
-                    label: label ?? "\(event.type.rawValue) \(event.stickerId)")
+                    label: label ?? "\(event.type.rawValue) \(event.type.isMembership ? event.member ?? room : event.stickerId)")
     }
 }

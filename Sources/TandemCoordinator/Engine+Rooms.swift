@@ -78,10 +78,6 @@ extension Engine {
             step.batch.entities.append(EntityRow(
                 kind: EntityKind.room, key: roomId, version: room.version,
                 body: room.persistedBytes(), updatedAt: room.updatedAt))
-            if let before = changes.membersBefore[roomId] {
-                step.batch.roomMembers.append(RoomMembersRow(roomId: roomId, members: room.members.rows(roomId: roomId)))
-                publishMembership(of: room, before: before, into: &step)
-            }
             if let roomChanges = RoomChanges(roomId: roomId, epoch: epoch, changes: list) {
                 step.publications.append(Publication(topic: topics.roomChanges(room: roomId), payload: roomChanges.json().serialized()))
             }
@@ -90,6 +86,10 @@ extension Engine {
                 step.publications.append(Publication(topic: topics.roomState(room: roomId), payload: [], retain: true))
             } else {
                 step.publications.append(roomSnapshot(room))
+            }
+            if let before = changes.membersBefore[roomId] {
+                step.batch.roomMembers.append(RoomMembersRow(roomId: roomId, members: room.members.rows(roomId: roomId)))
+                publishMembership(of: room, before: before, into: &step)
             }
         }
     }

@@ -44,7 +44,7 @@ import TestSupport
         #expect(s[#"tandem_events_total{kind="room",status="accepted"}"#] == 1)
         #expect(s[#"tandem_events_total{kind="room",status="rejected"}"#] == 2)
         #expect(s[#"tandem_events_total{kind="room",status="duplicate"}"#] == 1)
-        #expect(s[#"tandem_rejections_total{code="already_exists"}"#] == 1)
+        #expect(s[#"tandem_rejections_total{code="not_member"}"#] == 1, "bob is not a member of alice's room")
         #expect(s[#"tandem_rejections_total{code="invalid_payload"}"#] == 1)
         #expect(s[#"tandem_messages_received_total{kind="room"}"#] == 4)
         #expect(s[#"tandem_messages_received_total{kind="dropped"}"#] == 1)

@@ -9,7 +9,7 @@ import TandemCore
 
     func room(_ id: String, stickers: Int, lockedBy owner: String? = nil) -> RoomState {
         var room = RoomState(roomId: id)
-        room.restore(members: RoomMembers(["u0", "u1", "u2", "bob"].enumerated().map { n, user in
+        room.restore(members: RoomMembers(["u0", "u1", "u2", "bob", "alice"].enumerated().map { n, user in
             RoomMember(userId: user, role: n == 0 ? .owner : .editor, since: Self.t0 - 60_000, invitedBy: n == 0 ? nil : "u0")
         }))
         for s in 0..<stickers {
@@ -31,7 +31,7 @@ import TandemCore
     func engine(_ rows: [EntityRow]) async throws -> Engine {
         var recovered = Engine.Recovered()
         let members = rows.flatMap { row in
-            ["u0", "u1", "u2", "bob"].enumerated().map { n, user in
+            ["u0", "u1", "u2", "bob", "alice"].enumerated().map { n, user in
                 RoomMemberRow(roomId: row.key, userId: user, role: n == 0 ? "owner" : "editor", since: Self.t0 - 60_000,
                               invitedBy: n == 0 ? nil : "u0", position: n)
             }
@@ -83,7 +83,7 @@ import TandemCore
         // The same event on the room whole gives the same snapshot.
         var whole = free
         _ = whole.apply(EditEvent(eventId: "m1", type: .update, stickerId: "s3", timestamp: Self.t0, frame: Frame(x: 9, y: 9, width: 9, height: 9)),
-                        from: "alice", now: Self.t0 + 30, lease: CoordinatorConfiguration().lockLeaseMs)
+                        from: "alice", now: Self.t0 + 30, lease: CoordinatorConfiguration().lockLeaseMs, rules: MembershipRules.Context())
         #expect(step.publications.first { $0.topic.hasSuffix("/state") }?.payload == whole.snapshotBytes(epoch: "e0"))
 
         // Held by alice: not packed, however long; released and idle: packed again.

@@ -17,14 +17,15 @@ import TestSupport
             let watcher = try await TestPeer.connect(broker: broker, user: "carol")
             let room = "party"
 
-            let aliceInput = try Agent.inputFile(["create hat hat.png 10 10 120 80", "move hat 40 25", "show"])
+            let aliceInput = try Agent.inputFile(["create hat hat.png 10 10 120 80", "move hat 40 25", "invite bob", "invite carol viewer", "show"])
             defer { try? FileManager.default.removeItem(atPath: aliceInput) }
             let alice = try await Agent(broker: broker, user: "alice").run(["room", "--room", room], json: false, standardInput: aliceInput)
             #expect(alice.termination == .exited(0), "\(alice.transcript)")
             #expect(alice.standardOutput.contains("hat"), "\(alice.transcript)")
             #expect(!alice.standardOutput.contains("rejected"), "\(alice.transcript)")
+            #expect(alice.standardOutput.contains("you are now the owner of room party"), "\(alice.transcript)")
 
-            let state = try await watcher.roomState(room, version: 2)
+            let state = try await watcher.roomState(room, version: 4)
             let hat = try #require(sticker("hat", in: state))
             #expect(hat["owner"]?.stringValue == "alice")
             #expect(hat["frame"]?["x"]?.doubleValue == 40 && hat["frame"]?["y"]?.doubleValue == 25)
@@ -37,7 +38,7 @@ import TestSupport
 
             // Bob's table went back to the coordinator's state, which did not change.
             let after = try #require(watcher.latest(on: topics.roomState(room: room)))
-            #expect(after["version"]?.int64Value == 2)
+            #expect(after["version"]?.int64Value == 4)
             #expect(sticker("hat", in: after) == hat)
 
             // The same with --json: the rejection is a receipt object.
@@ -47,7 +48,7 @@ import TestSupport
             #expect(receipt["status"]?.stringValue == "rejected")
             #expect(receipt["code"]?.stringValue == "owned_by_other")
             let last = try #require(bobAgain.objects("snapshot").last)
-            #expect(last["version"]?.int64Value == 2)
+            #expect(last["version"]?.int64Value == 4)
             #expect(sticker("hat", in: last)?["frame"]?["x"]?.doubleValue == 40, "rolled back: \(last.text)")
 
             await watcher.close()

@@ -54,6 +54,7 @@ extension ClientLibraryTests {
             #expect(expiry.replica.visibleSticker("s1")?.owner == nil)
 
             // A create of bob's id is rejected: the receipt comes with the room as it was.
+            #expect(try await alice.invite("bob", to: "why").status == .accepted)
             #expect(try await bob.edit(.create, sticker: "s2", in: "why", image: "b.png", frame: frame).status == .accepted)
             _ = try await first(updates) { $0.replica.visibleSticker("s2") != nil && $0.replica.pendingEventIds.isEmpty }
             let clash = EditEvent(eventId: await alice.nextId(), type: .create, stickerId: "s2", timestamp: WallClock.now(),

@@ -29,9 +29,12 @@ import TestSupport
             let frame = Frame(x: 1, y: 2, width: 3, height: 4)
             let created = try await alice.edit(.create, sticker: "s1", in: "sdk-room", image: "a.png", frame: frame)
             #expect(created.status == .accepted && created.version == 1, "\(created)")
-            let confirmed = try await first(aliceRoom) { $0.version >= 1 && $0.pendingEventIds.isEmpty }
+            let invited = try await alice.invite("bob", to: "sdk-room")
+            #expect(invited.status == .accepted && invited.version == 2, "\(invited)")
+            let confirmed = try await first(aliceRoom) { $0.version >= 2 && $0.pendingEventIds.isEmpty }
             #expect(confirmed.visibleStickers.map(\.id) == ["s1"])
-            _ = try await first(bobRoom) { $0.version >= 1 }
+            #expect(confirmed.members.map(\.userId) == ["alice", "bob"] && confirmed.owner == "alice")
+            _ = try await first(bobRoom) { $0.version >= 2 }
             let taken = try await bob.edit(.acquire, sticker: "s1", in: "sdk-room")
             #expect(taken.status == .rejected && taken.code == .ownedByOther, "\(taken)")
             let rolledBack = try #require(await bob.replica(of: "sdk-room"))

@@ -30,7 +30,7 @@ import TestSupport
             #expect(metrics["receipts"]?["accepted"]?.int64Value == 1, "\(metrics.text)")
             #expect(metrics["receipts"]?["duplicate"]?.int64Value == 1, "\(metrics.text)")
             #expect(metrics["rejections"]?["invalid_payload"]?.int64Value == 3, "\(metrics.text)")
-            #expect(metrics["rejections"]?["not_found"]?.int64Value == 1, "\(metrics.text)")
+            #expect(metrics["rejections"]?["not_member"]?.int64Value == 1, "an acquire in a room that does not exist: \(metrics.text)")
             await alice.close()
             #expect(await coordinator.stop() == 0)
         }

@@ -28,7 +28,7 @@ import TestSupport
             try await alice.edit(room: "scraped", .edit("m1", "create", sticker: "s1", at: t, image: "a.png", frame: (1, 1, 10, 10)))
             _ = try await alice.receipt("m1")
             try await bob.edit(room: "scraped", .edit("m2", "acquire", sticker: "s1", at: t + 1))
-            #expect(try await bob.receipt("m2")["code"] == "owned_by_other")
+            #expect(try await bob.receipt("m2")["code"] == "not_member")
             try await alice.edit(room: "scraped", .edit("m1", "create", sticker: "s1", at: t, image: "a.png", frame: (1, 1, 10, 10)))
             #expect(try await alice.receipt("m1", count: 2)["status"] == "duplicate")
             try await alice.dm(.dm("m3", "request", peer: "bob", at: t + 2, text: "hi"))
@@ -45,7 +45,7 @@ import TestSupport
             #expect(value(#"tandem_events_total{kind="dm",status="accepted"}"#) == 1)
             #expect(value(#"tandem_events_total{kind="dm",status="rejected"}"#) == 0)
             #expect(value(#"tandem_events_total{kind="workout",status="accepted"}"#) == 0)
-            #expect(value(#"tandem_rejections_total{code="owned_by_other"}"#) == 1)
+            #expect(value(#"tandem_rejections_total{code="not_member"}"#) == 1)
             #expect(value(#"tandem_rejections_total{code="invalid_payload"}"#) == 0)
             #expect(value(#"tandem_messages_received_total{kind="room"}"#) == 3)
             #expect(value(#"tandem_messages_received_total{kind="dm"}"#) == 1)
@@ -87,7 +87,7 @@ import TestSupport
             let coordinator = try await CoordinatorProcess.start(broker: broker, arguments: ["--log-format", "json", "--log-level", "trace"])
             let alice = try await TestPeer.connect(broker: broker, user: "alice")
             try await alice.edit(room: "logged", .edit("j1", "acquire", sticker: "nowhere"))
-            #expect(try await alice.receipt("j1")["code"] == "not_found")
+            #expect(try await alice.receipt("j1")["code"] == "not_member")
             await alice.close()
             #expect(await coordinator.stop() == 0)
 
@@ -107,7 +107,7 @@ import TestSupport
             #expect(receipt["user"] == "alice")
             #expect(receipt["room"] == "logged")
             #expect(receipt["status"] == "rejected")
-            #expect(receipt["code"] == "not_found")
+            #expect(receipt["code"] == "not_member")
             #expect(records.contains { $0["message"] == "stopped cleanly" })
         }
     }

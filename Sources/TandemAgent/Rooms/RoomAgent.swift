@@ -96,6 +96,11 @@ public actor RoomAgent {
         case .show:
             show(force: true)
             return true
+        case .members:
+            let members = (await client.replica(of: roomId) ?? replica).members
+            console.output(human: RoomTable.members(members),
+                           json: .obj(["type": "members", "members": .array(members.map { $0.json() })]))
+            return true
         default:
             break
         }
@@ -118,6 +123,33 @@ public actor RoomAgent {
         return true
     }
 
+    /// One line when this user was invited to, removed from or made owner of the room.
+    private func announceMembership(before: RoomReplica, after: RoomReplica) {
+        guard after.epoch != nil else { return }
+        let me = session.user
+        let was = before.members.first { $0.userId == me }?.role
+        let now = after.members.first { $0.userId == me }?.role
+        guard was != now, before.epoch != nil || now != nil else { return }
+        let what: String
+        switch (was, now) {
+        case (nil, let role?) where role != .owner: what = "invited"
+        case (_, .owner?) where was != nil: what = "owner"
+        case (.some, nil): what = "removed"
+        case (_, let role?): what = role == .owner ? "owner" : "role"
+        default: return
+        }
+        let human: String
+        switch what {
+        case "invited": human = "you were invited to room \(roomId) as \(now!.rawValue)"
+        case "owner": human = "you are now the owner of room \(roomId)"
+        case "removed": human = "you are no longer a member of room \(roomId)"
+        default: human = "your role in room \(roomId) is now \(now!.rawValue)"
+        }
+        console.output(human: human, json: .obj([
+            "type": .string("membership"), "event": .string(what), "roomId": .string(roomId), "role": JSON(now?.rawValue),
+        ]))
+    }
+
     /// Returns once the update stream has brought our edit `eventId`.
     private func untilShown(_ eventId: String) async {
         guard lastLocalEdit != eventId else { return }
@@ -131,11 +163,14 @@ public actor RoomAgent {
 
     private static func label(line: String, event: EditEvent) -> String {
         let verb = InputLine(line).verb ?? event.type.rawValue
-        return "\(verb) \(event.stickerId)"
+        if event.type == .leave { return verb }
+        return "\(verb) \(event.type.isMembership ? event.member ?? "" : event.stickerId)"
     }
 
     private func handle(_ update: RoomUpdate) {
+        let before = replica
         replica = update.replica
+        announceMembership(before: before, after: update.replica)
         // A lock of ours that expired under us (the lease ran out, or we were offline
         // past the grace period): the table alone would change without a word.
         for change in update.expiredLocks {

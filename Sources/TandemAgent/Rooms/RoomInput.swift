@@ -8,6 +8,11 @@ public enum RoomInput: Sendable, Equatable {
     case acquire(id: String)
     case release(id: String)
     case delete(id: String)
+    case invite(member: String, role: MemberRole)
+    case remove(member: String)
+    case role(member: String, role: MemberRole)
+    case leave
+    case members
     case show
     case help
     case quit
@@ -21,6 +26,11 @@ public enum RoomInput: Sendable, Equatable {
         acquire ID                take a sticker's lock
         release ID                give the lock back
         delete ID                 remove a sticker for good
+        invite USER [viewer]      make USER a member (an editor unless viewer; the owner only)
+        remove USER               take USER out of the room (the owner only)
+        role USER editor|viewer   change a member's role (the owner only)
+        leave                     leave the room (an owner passes it on)
+        members                   who belongs to the room
         show                      the room as a table
         help                      this text
         quit                      finish (waits for receipts) and exit
@@ -69,6 +79,25 @@ public enum RoomInput: Sendable, Equatable {
         case "acquire": return .acquire(id: try idOnly("acquire ID"))
         case "release": return .release(id: try idOnly("release ID"))
         case "delete": return .delete(id: try idOnly("delete ID"))
+        case "invite":
+            let usage = "invite USER [editor|viewer]"
+            guard input.words.count == 2 || input.words.count == 3 else { throw InputError("usage: \(usage)") }
+            let member = try input.identifier(at: 1, "USER", usage: usage)
+            let role = input.words.count == 3 ? try Self.role(String(input.words[2]), usage: usage) : .editor
+            return .invite(member: member, role: role)
+        case "remove":
+            try input.expectCount(2, usage: "remove USER")
+            return .remove(member: try input.identifier(at: 1, "USER", usage: "remove USER"))
+        case "role":
+            let usage = "role USER editor|viewer"
+            try input.expectCount(3, usage: usage)
+            return .role(member: try input.identifier(at: 1, "USER", usage: usage), role: try Self.role(String(input.words[2]), usage: usage))
+        case "leave":
+            try input.expectCount(1, usage: "leave")
+            return .leave
+        case "members":
+            try input.expectCount(1, usage: "members")
+            return .members
         case "show":
             try input.expectCount(1, usage: "show")
             return .show
@@ -77,6 +106,13 @@ public enum RoomInput: Sendable, Equatable {
         default:
             throw InputError("unknown command \"\(verb)\"; type help for the commands")
         }
+    }
+
+    static func role(_ word: String, usage: String) throws(InputError) -> MemberRole {
+        guard let role = MemberRole(rawValue: word), MemberRole.grantable.contains(role) else {
+            throw InputError("ROLE must be editor or viewer, not \"\(word)\" (usage: \(usage))")
+        }
+        return role
     }
 
     /// The edit event this line makes, given the sticker as shown (move and resize
@@ -97,13 +133,22 @@ public enum RoomInput: Sendable, Equatable {
         case .acquire(let id): return EditEvent(eventId: eventId, type: .acquire, stickerId: id, timestamp: timestamp)
         case .release(let id): return EditEvent(eventId: eventId, type: .release, stickerId: id, timestamp: timestamp)
         case .delete(let id): return EditEvent(eventId: eventId, type: .delete, stickerId: id, timestamp: timestamp)
-        case .show, .help, .quit, .nothing: return nil
+        case .invite(let member, let role): return EditEvent(eventId: eventId, type: .invite, member: member, role: role, timestamp: timestamp)
+        case .remove(let member): return EditEvent(eventId: eventId, type: .remove, member: member, timestamp: timestamp)
+        case .role(let member, let role): return EditEvent(eventId: eventId, type: .role, member: member, role: role, timestamp: timestamp)
+        case .leave: return EditEvent(eventId: eventId, type: .leave, member: nil, timestamp: timestamp)
+        case .show, .members, .help, .quit, .nothing: return nil
         }
     }
 }
 
 /// The room as a table for people.
 public enum RoomTable {
+    /// `members: alice (owner), bob (editor), carol (viewer)`.
+    public static func members(_ members: [RoomMember]) -> String {
+        members.isEmpty ? "members: (none known yet)" : "members: " + members.map { "\($0.userId) (\($0.role.rawValue))" }.joined(separator: ", ")
+    }
+
     public static func render(roomId: String, version: Int64, stickers: [Sticker], pendingStickers: Set<String>) -> String {
         var lines = ["room \(roomId) · version \(version) · \(stickers.count) sticker\(stickers.count == 1 ? "" : "s")"
             + (pendingStickers.isEmpty ? "" : " · \(pendingStickers.count) pending")]
