@@ -205,6 +205,53 @@ import Glibc
         }
     }
 
+    /// scripts/broker-user on a running broker: the new user logs in, writes its own
+    /// levels only, reads no room; removed, it cannot log in. Passwords come from stdin
+    /// and the environment, never arguments.
+    @Test func brokerUserAddsAndRemovesAUserWithoutARestart() async throws {
+        try await withBroker(.shipped) { broker in
+            let folder = try makeTemporaryDirectory(prefix: "broker-user-")
+            try "dave-secret\n".write(toFile: folder + "/password", atomically: true, encoding: .utf8)
+            func brokerUser(_ arguments: [String]) async throws -> (Int32?, String) {
+                let child = try ChildProcess(
+                    "/bin/bash", [MosquittoBroker.repositoryRoot + "/scripts/broker-user", "--port", "\(broker.port)"] + arguments,
+                    addingEnvironment: ["TANDEM_BROKER_ADMIN_PASSWORD": "admin-demo"], standardInput: folder + "/password")
+                let code = await child.waitForExit(timeout: .seconds(30))
+                return (code, child.standardError)
+            }
+            let (added, addLog) = try await brokerUser(["add", "dave"])
+            try #require(added == 0, "\(addLog)")
+            let dave = ["-h", broker.host, "-p", "\(broker.port)", "-u", "dave", "-P", "dave-secret"]
+            func deliveredFromDave(_ topic: String) async throws -> Bool {
+                let marker = "m-\(UInt64.random(in: 0...UInt64.max))"
+                let publish = try await ChildProcess.run("mosquitto_pub", dave + ["-q", "1", "-r", "-t", topic, "-m", marker])
+                try #require(publish.exitCode == 0, "\(publish.standardError)")
+                let read = try await ChildProcess.run(
+                    "mosquitto_sub", broker.arguments(user: "coordinator") + ["-q", "1", "-t", topic, "-C", "1", "-W", "1"])
+                return read.standardOutput == marker + "\n"
+            }
+            #expect(try await deliveredFromDave("tandem/v1/rooms/r1/events/dave"))
+            let forged = try await deliveredFromDave("tandem/v1/rooms/r1/events/alice")
+            #expect(!forged)
+            let state = try await ChildProcess.run(
+                "mosquitto_pub", broker.arguments(user: "coordinator") + ["-q", "1", "-r", "-t", "tandem/v1/rooms/r1/state", "-m", "s"])
+            try #require(state.exitCode == 0)
+            let read = try await ChildProcess.run("mosquitto_sub", dave + ["-t", "tandem/v1/#", "-C", "1", "-W", "1"])
+            #expect(!read.standardOutput.contains("s\n"), "\(read.standardOutput)")
+
+            let (again, againLog) = try await brokerUser(["add", "dave"])
+            #expect(again == 1 && againLog.contains("already exists"), "\(againLog)")
+            let (removed, removeLog) = try await brokerUser(["remove", "dave"])
+            #expect(removed == 0, "\(removeLog)")
+            let login = try await ChildProcess.run("mosquitto_pub", dave + ["-t", "tandem/v1/presence/dave/x", "-m", "{}"])
+            #expect(login.exitCode != 0)
+            let (refused, refusedLog) = try await brokerUser(["remove", "coordinator"])
+            #expect(refused == 1, "\(refusedLog)")
+            let (usage, _) = try await brokerUser(["add"])
+            #expect(usage == 64)
+        }
+    }
+
     /// Tandem users and the coordinator cannot administer the plugin.
     @Test(arguments: ["alice", "coordinator"])
     func onlyAdminsMayAdminister(user: String) async throws {
