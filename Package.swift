@@ -166,7 +166,7 @@ let package = Package(
         .testTarget(
             name: "TandemCoordinatorTests",
             dependencies: [
-                "TandemCoordinator", "TandemCore", "TandemStore", "TestSupport",
+                "TandemCoordinator", "TandemCore", "TandemMQTT", "TandemStore", "TestSupport",
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
             ]

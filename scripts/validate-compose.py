@@ -116,12 +116,15 @@ def check_services(compose, problems):
         problems.append("docker-compose.yml: broker needs a volume at /mosquitto/data "
                         "(persistence_location in broker-config/mosquitto.conf)")
     conf = read("broker-config/mosquitto.conf")
-    for setting, value in (("password_file", "/mosquitto/config/passwords"),
-                           ("acl_file", "/mosquitto/config/acl"),
+    for setting, value in (("plugin", "/usr/lib/mosquitto_dynamic_security.so"),
+                           ("plugin_opt_config_file", "/mosquitto/data/dynamic-security.json"),
                            ("persistence_location", "/mosquitto/data/")):
         if not re.search(rf"^{setting} {re.escape(value)}$", conf, re.MULTILINE):
             problems.append(f"broker-config/mosquitto.conf: expected '{setting} {value}' "
                             "for the container")
+    if "dynamic-security.json" not in " ".join(map(str, broker.get("command") or [])):
+        problems.append("docker-compose.yml: the broker's command must seed /mosquitto/data/dynamic-security.json "
+                        "from broker-config/ (the plugin writes to its file; the config folder is read-only)")
 
     build = coordinator.get("build")
     dockerfile = build.get("dockerfile", "Dockerfile") if isinstance(build, dict) else "Dockerfile"

@@ -12,12 +12,14 @@ public enum BrokerConfiguration: Sendable {
     /// anything. For plain MQTT client tests. `autosave_interval` is 1 s, so even a
     /// broker killed with SIGKILL keeps (almost) everything across ``MosquittoBroker/restart(graceful:)``.
     case open
-    /// Exactly the shipped broker-config/ (mosquitto.conf, passwords, acl) from
-    /// this repository, with only the listener (a free loopback port) and the file
-    /// and persistence paths (temporary copies) replaced: a test against it proves
-    /// the configuration users run.
+    /// Exactly the shipped broker-config/ (mosquitto.conf and the dynamic-security
+    /// plugin with dynamic-security.json: the demo users, coordinator-admin and admin)
+    /// from this repository, with only the listener (a free loopback port), the plugin's
+    /// path (as installed here) and the file and persistence paths (a temporary copy of
+    /// the file, which the plugin rewrites) replaced: a test against it proves the
+    /// configuration users run.
     case shipped
-    /// The shipped mosquitto.conf with the `acl` and `passwords` of this folder instead
+    /// The shipped mosquitto.conf with the `dynamic-security.json` of this folder instead
     /// (as written by scripts/gen-broker-auth, e.g. for another topic root).
     case generated(String)
 
@@ -50,6 +52,13 @@ public final class MosquittoBroker: Sendable {
     public let logPath: String
     /// The persistence directory (kept across restarts).
     public let dataDirectory: String
+    /// The dynamic-security plugin's file (in ``dataDirectory``; the plugin rewrites it on
+    /// every change), nil for ``BrokerConfiguration/open``. A test may replace it while
+    /// the broker is stopped, e.g. with an older copy.
+    public var dynamicSecurityPath: String? {
+        if case .open = configuration { return nil }
+        return dataDirectory + "/dynamic-security.json"
+    }
     public let executable: String
     /// The TLS listener's port, when the broker was started with certificates.
     public let tlsPort: Int?
@@ -203,14 +212,18 @@ public final class MosquittoBroker: Sendable {
         case .shipped, .generated:
             var source = configDirectory
             if case .generated(let folder) = configuration { source = folder }
-            for file in ["passwords", "acl"] {
-                try FileManager.default.copyItem(
-                    atPath: source + "/" + file, toPath: directory + "/" + file)
+            guard let plugin = Self.dynamicSecurityPlugin else {
+                throw BrokerError.configuration(
+                    "mosquitto's dynamic-security plugin (mosquitto_dynamic_security.so) is not installed "
+                        + "(looked in /usr/lib and /usr/local/lib; set TANDEM_DYNSEC_PLUGIN to its path)")
             }
-            replacements["password_file"] = "password_file \(directory)/passwords"
-            replacements["acl_file"] = "acl_file \(directory)/acl"
+            // The plugin writes to its file: a copy, never the repository's.
+            try FileManager.default.copyItem(
+                atPath: source + "/dynamic-security.json", toPath: dataDirectory + "/dynamic-security.json")
+            replacements["plugin"] = "plugin \(plugin)"
+            replacements["plugin_opt_config_file"] = "plugin_opt_config_file \(dataDirectory)/dynamic-security.json"
         case .open:
-            dropped.formUnion(["password_file", "acl_file"])
+            dropped.formUnion(["plugin", "plugin_opt_config_file"])
             replacements["allow_anonymous"] = "allow_anonymous true"
             replacements["autosave_interval"] = "autosave_interval 1"
         }
@@ -249,6 +262,20 @@ public final class MosquittoBroker: Sendable {
             .deletingLastPathComponent()  // Tests
             .deletingLastPathComponent()  // the repository
             .path
+    }
+
+    /// mosquitto_dynamic_security.so: $TANDEM_DYNSEC_PLUGIN, or where Debian, Alpine
+    /// (the eclipse-mosquitto image) or a source build put it.
+    public static var dynamicSecurityPlugin: String? {
+        if let path = ProcessInfo.processInfo.environment["TANDEM_DYNSEC_PLUGIN"] {
+            return FileManager.default.fileExists(atPath: path) ? path : nil
+        }
+        var candidates = ["/usr/lib/mosquitto_dynamic_security.so", "/usr/local/lib/mosquitto_dynamic_security.so"]
+        if let multiarch = try? FileManager.default.contentsOfDirectory(atPath: "/usr/lib") {
+            candidates = multiarch.filter { $0.hasSuffix("-linux-gnu") }.sorted()
+                .map { "/usr/lib/\($0)/mosquitto_dynamic_security.so" } + candidates
+        }
+        return candidates.first { FileManager.default.fileExists(atPath: $0) }
     }
 
     private static var currentUserName: String {

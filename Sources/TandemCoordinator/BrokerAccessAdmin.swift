@@ -1,0 +1,408 @@
+import Logging
+import Synchronization
+import TandemCore
+import TandemMQTT
+
+/// Projects room membership onto the broker: who may read which room's `state` and
+/// `changes`, through mosquitto's dynamic-security plugin (`$CONTROL/dynamic-security/v1`),
+/// over an MQTT connection of its own as the coordinator's admin account
+/// (`coordinator-admin` in the shipped configuration).
+///
+/// Each user NAME has the role `tandem-rooms-NAME` (attached to its client; overflow
+/// roles `tandem-rooms-NAME:2`, ... when its rooms do not fit one control message)
+/// holding one publishClientReceive allow ACL for `ROOT/rooms/ROOM/state` and one for
+/// `ROOT/rooms/ROOM/changes` per room it is a member of; this actor owns those roles.
+///
+/// - ``apply(_:)`` grants and revokes single rooms (`addRoleACL` / `removeRoleACL`). The
+///   plugin disconnects ("kicks") the clients of a role it adds an ACL to or removes one
+///   from; they reconnect and subscribe again, and a member receives the room's
+///   retained state then. A revoked user receives nothing more of the room at once
+///   (mosquitto checks read access on every delivery).
+/// - ``reconcile(_:)`` reads the plugin's state and makes every room role exactly the
+///   desired membership, sending only the differences, whole roles at a time
+///   (`modifyRole`, which does not kick; a user who gained a room is kicked once).
+/// - Every modifying command makes the plugin rewrite its whole file: batches keep the
+///   count down, and nothing is sent when nothing differs.
+///
+/// Calls run one at a time, in call order. Each control message stays under
+/// `maxMessageBytes` (the broker disconnects a client whose packet exceeds its
+/// `max_packet_size`, 66,000 bytes in the shipped configuration).
+public actor BrokerAccessAdmin {
+    public static let controlTopic = "$CONTROL/dynamic-security/v1"
+    public static let responseTopic = "$CONTROL/dynamic-security/v1/response"
+
+    /// The admin connection's events (connected, disconnected with the reason), for one
+    /// consumer: reconcile after every `.connected`, since whatever was sent while the
+    /// connection was down, or the broker's file itself, may differ from what the
+    /// coordinator knows.
+    public nonisolated let connectionEvents: AsyncStream<MQTTConnectionEvent>
+    private let eventsContinuation: AsyncStream<MQTTConnectionEvent>.Continuation
+
+    public let configuration: MQTTConfiguration
+    public let topicRoot: String
+    /// The largest control message sent (the payload; the packet adds ~40 bytes).
+    public let maxMessageBytes: Int
+    /// How long a control message may go unanswered.
+    public let answerTimeout: Duration
+    private let naming: RoomRoleNaming
+    private let logger: Logger
+    private let router: ResponseRouter
+    private var client: MQTTClient?
+    private var eventsTask: Task<Void, Never>?
+    private var busy = false
+    private var queue: [CheckedContinuation<Void, Never>] = []
+
+    public init(configuration: MQTTConfiguration, topicRoot: String, logger: Logger) {
+        self.init(configuration: configuration, topicRoot: topicRoot, logger: logger, maxMessageBytes: 60_000)
+    }
+
+    public init(
+        configuration: MQTTConfiguration, topicRoot: String, logger: Logger, maxMessageBytes: Int,
+        answerTimeout: Duration = .seconds(30)
+    ) {
+        self.configuration = configuration
+        self.topicRoot = topicRoot
+        self.logger = logger
+        self.maxMessageBytes = max(maxMessageBytes, 1_000)
+        self.answerTimeout = answerTimeout
+        self.naming = RoomRoleNaming(root: topicRoot)
+        self.router = ResponseRouter(prefix: String(UInt64.random(in: 0...UInt64.max), radix: 36))
+        (connectionEvents, eventsContinuation) = AsyncStream.makeStream(of: MQTTConnectionEvent.self, bufferingPolicy: .bufferingNewest(16))
+    }
+
+    /// Connects (retrying network failures, like every Tandem client; bad credentials
+    /// throw) and subscribes to the plugin's responses.
+    public func start() async throws {
+        guard client == nil else { return }
+        let client = try MQTTClient(configuration: configuration, logger: logger)
+        self.client = client
+        let router = router
+        try await client.subscribe([Self.responseTopic], qos: .atMostOnce) { message in
+            router.deliver(message.payload)
+        }
+        let continuation = eventsContinuation
+        let logger = logger
+        eventsTask = Task { [events = client.events] in
+            for await event in events {
+                if case .disconnected(let reason) = event {
+                    router.failAll("the admin connection dropped: \(reason)")
+                }
+                logger.debug("broker admin connection: \(event)")
+                continuation.yield(event)
+            }
+        }
+        try await client.connect()
+    }
+
+    public func stop() async {
+        router.failAll("the admin client stopped")
+        await client?.disconnect()
+        eventsTask?.cancel()
+        eventsTask = nil
+        eventsContinuation.finish()
+        client = nil
+    }
+
+    /// The broker's Tandem users: clients with the roles of one (`tandem-client`,
+    /// `tandem-user-NAME` or a room role of their own), not the coordinator or admins.
+    public func knownUsers() async throws -> Set<String> {
+        try await exclusively {
+            let answers = try await exchange([.obj(["command": "listClients", "verbose": true])])
+            let answer = try Self.success(answers[0])
+            let state = try DynsecState(listClients: answer, listRoles: .obj(["data": .obj(["roles": .array([])])]))
+            return Set(state.clientRoles.keys.filter { state.isTandemUser($0) })
+        }
+    }
+
+    /// What the broker lets each Tandem user read now: userId -> the rooms whose `state`
+    /// and `changes` its room roles grant (for checks and operators).
+    public func readableRooms() async throws -> [String: Set<String>] {
+        try await exclusively {
+            let answers = try await exchange([
+                .obj(["command": "listClients", "verbose": true]),
+                .obj(["command": "listRoles", "verbose": true]),
+            ])
+            let state = try DynsecState(listClients: try Self.success(answers[0]), listRoles: try Self.success(answers[1]))
+            var readable: [String: Set<String>] = [:]
+            for (user, roles) in state.clientRoles where state.isTandemUser(user) {
+                var rooms: [String: Int] = [:]
+                for role in roles where RoomRoleNaming.parse(role)?.user == user {
+                    for acl in Set(state.roleACLs[role] ?? []) {
+                        if let (room, _) = naming.room(of: acl) { rooms[room, default: 0] += 1 }
+                    }
+                }
+                readable[user] = Set(rooms.filter { $0.value >= 2 }.keys)
+            }
+            return readable
+        }
+    }
+
+    /// Makes every room role exactly `desired` (userId -> the rooms it may read; a
+    /// Tandem user left out may read none). Idempotent: a second call sends nothing.
+    /// Users given rooms who are not broker clients are listed in the report, as are
+    /// invalid room ids and commands the broker refused; everything else is applied.
+    public func reconcile(_ desired: [String: Set<String>]) async throws -> ReconcileReport {
+        try await exclusively {
+            let answers = try await exchange([
+                .obj(["command": "listClients", "verbose": true]),
+                .obj(["command": "listRoles", "verbose": true]),
+            ])
+            let state = try DynsecState(listClients: try Self.success(answers[0]), listRoles: try Self.success(answers[1]))
+            var plan = ReconcilePlan(desired: desired, state: state, naming: naming, shardBytes: maxMessageBytes - 1_000)
+            let (replies, messages) = try await send(plan.commands)
+            plan.report.messages = 1 + messages
+            for (index, reply) in replies.enumerated() {
+                if let error = reply["error"]?.stringValue {
+                    let subject = plan.subjects[index]
+                    plan.report.failures.append(BrokerAccessFailure(
+                        user: subject.user, room: subject.room,
+                        command: plan.commands[index]["command"]?.stringValue ?? "?", reason: error))
+                }
+            }
+            if !plan.commands.isEmpty {
+                logger.info("broker access reconciled: \(plan.report.granted) granted, \(plan.report.revoked) revoked, \(plan.report.changedUsers.count) users, \(plan.report.commands) commands in \(plan.report.messages) messages, \(plan.report.failures.count) refused")
+            }
+            return plan.report
+        }
+    }
+
+    /// Grants and revokes, in order. Returns when the broker has answered every command;
+    /// throws ``BrokerAccessError/refused(_:)`` naming each refused change (a user who is
+    /// not a broker client: "Client not found"; an invalid id) after the others were
+    /// applied. Granting a room already granted, or revoking one not granted, is no error.
+    public func apply(_ changes: [RoomAccessChange]) async throws {
+        guard !changes.isEmpty else { return }
+        try await exclusively {
+            var failures: [BrokerAccessFailure] = []
+            var valid: [RoomAccessChange] = []
+            for change in changes {
+                if !Identifier.isValid(change.user) || !Identifier.isValid(change.room) {
+                    failures.append(BrokerAccessFailure(
+                        user: change.user, room: change.room, command: "validate",
+                        reason: "not a \(Identifier.isValid(change.user) ? "room" : "user") id (1-64 of A-Z a-z 0-9 _ . -)"))
+                } else {
+                    valid.append(change)
+                }
+            }
+            var users: [String] = []
+            for change in valid where !users.contains(change.user) { users.append(change.user) }
+            // Which room roles each user's client has: grants go to its first, revokes to all.
+            var roles: [String: [String]] = [:]
+            if !users.isEmpty {
+                let (answers, _) = try await send(users.map { .obj(["command": "getClient", "username": .string($0)]) })
+                for (user, answer) in zip(users, answers) {
+                    if let error = answer["error"]?.stringValue {
+                        for change in valid where change.user == user {
+                            failures.append(BrokerAccessFailure(user: user, room: change.room, command: "getClient", reason: error))
+                        }
+                    } else {
+                        roles[user] = DynsecState.roleNames(answer["data"]?["client"]?["roles"])
+                            .filter { RoomRoleNaming.parse($0)?.user == user }
+                    }
+                }
+            }
+            var commands: [JSON] = []
+            var subjects: [(change: RoomAccessChange, ignorable: String?)] = []
+            for user in users {
+                guard var shards = roles[user] else { continue }
+                let base = naming.role(user)
+                if !shards.contains(base) {
+                    // Made by hand without its room role: give it one (it may exist unattached).
+                    commands.append(.obj(["command": "createRole", "rolename": .string(base), "acls": .array([])]))
+                    commands.append(ReconcilePlan.attach(user, base))
+                    let first = valid.first { $0.user == user }!
+                    subjects.append((first, "Role already exists"))
+                    subjects.append((first, nil))
+                    shards.insert(base, at: 0)
+                }
+                for change in valid where change.user == user {
+                    for acl in naming.acls(change.room) {
+                        switch change {
+                        case .grant:
+                            commands.append(.obj([
+                                "command": "addRoleACL", "rolename": .string(base), "acltype": .string(acl.type),
+                                "topic": .string(acl.topic), "allow": true,
+                            ]))
+                            subjects.append((change, "ACL with this topic already exists"))
+                        case .revoke:
+                            for shard in shards {
+                                commands.append(.obj([
+                                    "command": "removeRoleACL", "rolename": .string(shard), "acltype": .string(acl.type),
+                                    "topic": .string(acl.topic),
+                                ]))
+                                subjects.append((change, "ACL not found"))
+                            }
+                        }
+                    }
+                }
+            }
+            let (answers, _) = try await send(commands)
+            var seen = Set<BrokerAccessFailure>()
+            for (index, answer) in answers.enumerated() {
+                guard let error = answer["error"]?.stringValue, error != subjects[index].ignorable else { continue }
+                let change = subjects[index].change
+                let failure = BrokerAccessFailure(
+                    user: change.user, room: change.room, command: commands[index]["command"]?.stringValue ?? "?", reason: error)
+                if seen.insert(failure).inserted { failures.append(failure) }
+            }
+            if !failures.isEmpty { throw BrokerAccessError.refused(failures) }
+        }
+    }
+
+    // MARK: - Exchanges
+
+    /// Runs `body` when no other call is running (calls run in the order they came).
+    private func exclusively<T: Sendable>(_ body: () async throws -> T) async throws -> T {
+        if busy {
+            await withCheckedContinuation { queue.append($0) }
+        }
+        busy = true
+        defer {
+            if queue.isEmpty { busy = false } else { queue.removeFirst().resume() }
+        }
+        return try await body()
+    }
+
+    /// Sends `commands` in as few control messages as fit `maxMessageBytes`, in order,
+    /// and returns the answers in the same order, and how many messages it took.
+    private func send(_ commands: [JSON]) async throws -> (answers: [JSON], messages: Int) {
+        var batches: [[JSON]] = []
+        var size = 0
+        for command in commands {
+            let bytes = command.serialized().count + 40
+            if batches.isEmpty || size + bytes > maxMessageBytes - 32 {
+                batches.append([])
+                size = 0
+            }
+            batches[batches.count - 1].append(command)
+            size += bytes
+        }
+        var answers: [JSON] = []
+        for batch in batches {
+            answers += try await exchange(batch)
+        }
+        return (answers, batches.count)
+    }
+
+    /// One control message, and its answers in command order.
+    private func exchange(_ commands: [JSON]) async throws -> [JSON] {
+        guard let client else { throw BrokerAccessError.noAnswer("the admin client is not started") }
+        let (id, tagged) = router.register(commands)
+        let payload = JSON.obj(["commands": .array(tagged)]).serialized()
+        do {
+            try await client.publish(Self.controlTopic, payload: payload, qos: .atLeastOnce)
+        } catch {
+            router.fail(id, "publishing the control message failed: \(error)")
+        }
+        return try await router.wait(id, timeout: answerTimeout)
+    }
+
+    static func success(_ answer: JSON) throws -> JSON {
+        if let error = answer["error"]?.stringValue {
+            throw BrokerAccessError.refused([BrokerAccessFailure(
+                user: "", room: nil, command: answer["command"]?.stringValue ?? "?", reason: error)])
+        }
+        return answer
+    }
+}
+
+/// Matches the plugin's answers (QoS 0 on the shared response topic, read by every
+/// admin) to the control messages this client sent, by each command's `correlationData`:
+/// `PREFIX-MESSAGE.INDEX`, PREFIX random per client.
+final class ResponseRouter: Sendable {
+    struct Pending {
+        var answers: [JSON?]
+        var missing: Int
+        var continuation: CheckedContinuation<[JSON], any Error>?
+        var failure: BrokerAccessError?
+    }
+
+    let prefix: String
+    private let state = Mutex<(next: UInt64, pending: [UInt64: Pending])>((1, [:]))
+
+    init(prefix: String) {
+        self.prefix = prefix
+    }
+
+    func register(_ commands: [JSON]) -> (UInt64, [JSON]) {
+        let id = state.withLock { s -> UInt64 in
+            defer { s.next += 1 }
+            s.pending[s.next] = Pending(answers: Array(repeating: nil, count: commands.count), missing: commands.count)
+            return s.next
+        }
+        let tagged = commands.enumerated().map { index, command -> JSON in
+            guard case .object(var members) = command else { return command }
+            members.append(JSON.Member("correlationData", .string("\(prefix)-\(id).\(index)")))
+            return .object(members)
+        }
+        return (id, tagged)
+    }
+
+    /// Called on the MQTT client's thread with each message on the response topic.
+    func deliver(_ payload: [UInt8]) {
+        guard let tree = try? JSON.parse(payload), case .array(let responses)? = tree["responses"] else { return }
+        var done: [(CheckedContinuation<[JSON], any Error>, [JSON])] = []
+        state.withLock { s in
+            for response in responses {
+                guard let tag = response["correlationData"]?.stringValue, tag.hasPrefix(prefix + "-") else { continue }
+                let parts = tag.dropFirst(prefix.count + 1).split(separator: ".")
+                guard parts.count == 2, let id = UInt64(parts[0]), let index = Int(parts[1]),
+                      var pending = s.pending[id], pending.answers.indices.contains(index), pending.answers[index] == nil
+                else { continue }
+                pending.answers[index] = response
+                pending.missing -= 1
+                if pending.missing == 0, let continuation = pending.continuation {
+                    s.pending[id] = nil
+                    done.append((continuation, pending.answers.map { $0! }))
+                } else {
+                    s.pending[id] = pending
+                }
+            }
+        }
+        for (continuation, answers) in done { continuation.resume(returning: answers) }
+    }
+
+    func wait(_ id: UInt64, timeout: Duration) async throws -> [JSON] {
+        let timer = Task { [weak self] in
+            try? await Task.sleep(for: timeout)
+            if !Task.isCancelled { self?.fail(id, "no answer within \(timeout)") }
+        }
+        defer { timer.cancel() }
+        return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<[JSON], any Error>) in
+            let outcome = state.withLock { s -> Result<[JSON], BrokerAccessError>? in
+                guard var pending = s.pending[id] else { return .failure(.noAnswer("unknown control message")) }
+                if let failure = pending.failure {
+                    s.pending[id] = nil
+                    return .failure(failure)
+                }
+                if pending.missing == 0 {
+                    s.pending[id] = nil
+                    return .success(pending.answers.map { $0! })
+                }
+                pending.continuation = continuation
+                s.pending[id] = pending
+                return nil
+            }
+            if let outcome { continuation.resume(with: outcome.mapError { $0 as any Error }) }
+        }
+    }
+
+    func fail(_ id: UInt64, _ why: String) {
+        let continuation = state.withLock { s -> CheckedContinuation<[JSON], any Error>? in
+            guard var pending = s.pending[id] else { return nil }
+            if let continuation = pending.continuation {
+                s.pending[id] = nil
+                return continuation
+            }
+            pending.failure = .noAnswer(why)
+            s.pending[id] = pending
+            return nil
+        }
+        continuation?.resume(throwing: BrokerAccessError.noAnswer(why))
+    }
+
+    func failAll(_ why: String) {
+        let ids = state.withLock { Array($0.pending.keys) }
+        for id in ids { fail(id, why) }
+    }
+}

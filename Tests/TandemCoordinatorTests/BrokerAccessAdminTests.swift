@@ -1,0 +1,238 @@
+import Foundation
+import Logging
+import Synchronization
+import TandemCoordinator
+import TandemCore
+import TandemMQTT
+import Testing
+import TestSupport
+
+/// BrokerAccessAdmin against a real mosquitto with the shipped dynamic-security
+/// configuration: grants and revokes as members see them (retained state included),
+/// reconcile from an older copy of the plugin's file, and its batching.
+@Suite struct BrokerAccessAdminTests {
+    @Test func aGrantedMemberReadsTheRetainedStateAndARevokedOneNothingMore() async throws {
+        try await withBroker(.shipped) { broker in
+            let coordinator = try await Listener.connect(broker, "coordinator")
+            try await coordinator.publish("tandem/v1/rooms/r1/state", "v1", retain: true)
+            let alice = try await Listener.connect(broker, "alice")
+            let bob = try await Listener.connect(broker, "bob")
+            let admin = try await startedAdmin(broker)
+
+            try await admin.apply([.grant(user: "alice", room: "r1")])
+            // The plugin kicked alice; her client reconnected, subscribed again and got
+            // the retained state.
+            try await alice.waitFor("tandem/v1/rooms/r1/state", "v1")
+            try await coordinator.publish("tandem/v1/rooms/r1/changes", "c1")
+            try await alice.waitFor("tandem/v1/rooms/r1/changes", "c1")
+
+            try await admin.apply([.revoke(user: "alice", room: "r1")])
+            try await alice.waitUntilListening(coordinator)
+            try await coordinator.publish("tandem/v1/rooms/r1/state", "v2", retain: true)
+            try await coordinator.publish("tandem/v1/rooms/r1/changes", "c2")
+            // Messages from one publisher arrive in order: the marker after them proves
+            // they were withheld, not late.
+            try await alice.waitUntilListening(coordinator)
+            #expect(!alice.heard("tandem/v1/rooms/r1/state", "v2"))
+            #expect(!alice.heard("tandem/v1/rooms/r1/changes", "c2"))
+
+            try await bob.waitUntilListening(coordinator)
+            #expect(bob.messages(on: "tandem/v1/rooms/r1/state").isEmpty)
+            #expect(bob.messages(on: "tandem/v1/rooms/r1/changes").isEmpty)
+
+            // Granting twice and revoking what is not granted are no errors.
+            try await admin.apply([.grant(user: "bob", room: "r1"), .grant(user: "bob", room: "r1"), .revoke(user: "bob", room: "r9")])
+            try await bob.waitFor("tandem/v1/rooms/r1/state", "v2")
+            #expect(try await admin.readableRooms() == ["alice": [], "bob": ["r1"], "carol": []])
+            await admin.stop()
+        }
+    }
+
+    @Test func aUserWhoIsNotABrokerClientIsAnErrorForThatUserAlone() async throws {
+        try await withBroker(.shipped) { broker in
+            let admin = try await startedAdmin(broker)
+            do {
+                try await admin.apply([
+                    .grant(user: "mallory", room: "r1"), .grant(user: "alice", room: "r2"), .grant(user: "bob", room: "r/#"),
+                ])
+                Issue.record("no error")
+            } catch let BrokerAccessError.refused(failures) {
+                #expect(failures.map(\.user).sorted() == ["bob", "mallory"])
+                #expect(failures.contains { $0.user == "mallory" && $0.reason == "Client not found" && $0.room == "r1" }, "\(failures)")
+                #expect(failures.contains { $0.user == "bob" && $0.command == "validate" }, "\(failures)")
+            }
+            #expect(try await admin.readableRooms() == ["alice": ["r2"], "bob": [], "carol": []])
+            #expect(try await admin.knownUsers() == ["alice", "bob", "carol"])
+
+            let report = try await admin.reconcile(["mallory": ["r1"], "alice": ["r2"]])
+            #expect(report.unknownUsers == ["mallory"])
+            #expect(report.commands == 0)
+            await admin.stop()
+        }
+    }
+
+    /// The broker restarts with an older copy of its file: a grant revoked since is back,
+    /// a role made since is missing. One reconcile makes it exactly what the coordinator
+    /// knows; the next sends nothing.
+    @Test func reconcileMakesAnOlderFileExactlyTheDesiredState() async throws {
+        try await withBroker(.shipped) { broker in
+            let admin = try await startedAdmin(broker)
+            let first = try await admin.reconcile(["alice": ["r1", "r2"], "bob": ["r1"]])
+            #expect(first.granted == 3 && first.revoked == 0 && first.failures.isEmpty, "\(first)")
+            let path = try #require(broker.dynamicSecurityPath)
+            let old = try Data(contentsOf: URL(fileURLWithPath: path))
+
+            try await admin.apply([.revoke(user: "alice", room: "r2"), .grant(user: "bob", room: "r2"), .grant(user: "carol", room: "r3")])
+            let desired: [String: Set<String>] = ["alice": ["r1"], "bob": ["r1", "r2"], "carol": ["r3", "r4"]]
+
+            // The old copy, from before carol had a room role at all.
+            var tree = try #require(try JSONSerialization.jsonObject(with: old) as? [String: Any])
+            tree["roles"] = (tree["roles"] as? [[String: Any]] ?? []).filter { $0["rolename"] as? String != "tandem-rooms-carol" }
+            tree["clients"] = (tree["clients"] as? [[String: Any]] ?? []).map { client in
+                var client = client
+                client["roles"] = (client["roles"] as? [[String: Any]] ?? []).filter { $0["rolename"] as? String != "tandem-rooms-carol" }
+                return client
+            }
+            await broker.stopGracefully()
+            try JSONSerialization.data(withJSONObject: tree).write(to: URL(fileURLWithPath: path))
+            let events = admin.connectionEvents
+            try await broker.restart()
+            // The admin connection comes back by itself, and says so: the coordinator's cue to reconcile.
+            var dropped = false
+            for await event in events {
+                if case .disconnected = event { dropped = true }
+                if case .connected = event, dropped { break }
+            }
+            #expect(try await admin.readableRooms() == ["alice": ["r1", "r2"], "bob": ["r1"], "carol": []])
+
+            let report = try await admin.reconcile(desired)
+            #expect(report.failures.isEmpty, "\(report.failures)")
+            #expect(report.granted == 3 && report.revoked == 1, "\(report)")
+            #expect(report.changedUsers == ["alice", "bob", "carol"])
+            #expect(try await admin.readableRooms() == desired)
+
+            let again = try await admin.reconcile(desired)
+            #expect(again.commands == 0 && again.messages == 1 && again.changedUsers.isEmpty, "\(again)")
+
+            // What members see: a fresh subscription to everything delivers exactly their rooms.
+            let coordinator = try await Listener.connect(broker, "coordinator")
+            for room in ["r1", "r2", "r3", "r4"] {
+                try await coordinator.publish("tandem/v1/rooms/\(room)/state", room, retain: true)
+            }
+            for (user, rooms) in desired {
+                let listener = try await Listener.connect(broker, user)
+                try await listener.waitUntilListening(coordinator)
+                let heard = Set(listener.messages(on: nil).compactMap { $0.topic.hasSuffix("/state") ? $0.payloadString : nil })
+                #expect(heard == rooms, "\(user)")
+            }
+            await admin.stop()
+        }
+    }
+
+    /// Rooms that do not fit one control message go to overflow roles; they shrink and
+    /// go away when the rooms do.
+    @Test func manyRoomsSpreadOverOverflowRolesAndBack() async throws {
+        try await withBroker(.shipped) { broker in
+            let admin = try await startedAdmin(broker, maxMessageBytes: 2_000)
+            let many = Set((0..<60).map { "room-\($0)" })
+            let report = try await admin.reconcile(["alice": many, "bob": ["room-1"]])
+            #expect(report.failures.isEmpty, "\(report.failures)")
+            #expect(report.messages > 3, "\(report)")
+            #expect(try await admin.readableRooms() == ["alice": many, "bob": ["room-1"], "carol": []])
+            #expect(try await admin.reconcile(["alice": many, "bob": ["room-1"]]).commands == 0)
+
+            // A grant and a revoke land wherever the room is.
+            try await admin.apply([.revoke(user: "alice", room: "room-59"), .grant(user: "alice", room: "extra")])
+            #expect(try await admin.readableRooms()["alice"] == many.subtracting(["room-59"]).union(["extra"]))
+
+            let few: Set<String> = ["room-3", "room-40"]
+            let shrink = try await admin.reconcile(["alice": few])
+            #expect(shrink.failures.isEmpty, "\(shrink.failures)")
+            #expect(try await admin.readableRooms() == ["alice": few, "bob": [], "carol": []])
+            #expect(try await admin.reconcile(["alice": few]).commands == 0)
+            await admin.stop()
+        }
+    }
+}
+
+func startedAdmin(_ broker: MosquittoBroker, maxMessageBytes: Int = 60_000) async throws -> BrokerAccessAdmin {
+    let admin = BrokerAccessAdmin(
+        configuration: MQTTConfiguration(
+            host: broker.host, port: broker.port, clientId: "coordinator-admin-\(UInt32.random(in: 0...UInt32.max))",
+            username: "coordinator-admin", password: "coordinator-admin-demo", reconnectDelay: 0.1, reconnectDelayMax: 0.5),
+        topicRoot: "tandem/v1", logger: Logger(label: "test.broker-admin"), maxMessageBytes: maxMessageBytes)
+    try await admin.start()
+    return admin
+}
+
+/// A demo user's MQTT client subscribed to everything (`#`), recording what it hears.
+/// A kicked client reconnects and subscribes again by itself.
+final class Listener: Sendable {
+    let user: String
+    let client: MQTTClient
+    private let heard = Mutex<[MQTTMessage]>([])
+
+    static func connect(_ broker: MosquittoBroker, _ user: String) async throws -> Listener {
+        let client = try MQTTClient(configuration: MQTTConfiguration(
+            host: broker.host, port: broker.port, clientId: "\(user)-\(UInt32.random(in: 0...UInt32.max))",
+            username: user, password: "\(user)-demo", reconnectDelay: 0.05, reconnectDelayMax: 0.2))
+        let listener = Listener(user: user, client: client)
+        if user != "coordinator" {
+            try await client.subscribe(["#"]) { [listener] message in
+                listener.record(message)
+            }
+        }
+        try await client.connect()
+        return listener
+    }
+
+    private init(user: String, client: MQTTClient) {
+        self.user = user
+        self.client = client
+    }
+
+    private func record(_ message: MQTTMessage) {
+        heard.withLock { $0.append(message) }
+    }
+
+    func publish(_ topic: String, _ text: String, retain: Bool = false) async throws {
+        try await client.publish(topic, payload: Array(text.utf8), qos: .atLeastOnce, retain: retain)
+    }
+
+    func messages(on topic: String?) -> [MQTTMessage] {
+        heard.withLock { all in all.filter { topic == nil || $0.topic == topic } }
+    }
+
+    func heard(_ topic: String, _ text: String) -> Bool {
+        messages(on: topic).contains { $0.payloadString == text }
+    }
+
+    func waitFor(_ topic: String, _ text: String, timeout: Duration = .seconds(10)) async throws {
+        let deadline = ContinuousClock.now + timeout
+        while !heard(topic, text) {
+            guard ContinuousClock.now < deadline else {
+                throw ListenerError("\(user) heard no \(text) on \(topic) within \(timeout); heard \(messages(on: nil).map(\.topic))")
+            }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+    }
+
+    /// Returns once this client is connected and subscribed: the coordinator publishes
+    /// markers on its status topic (which every user reads) until one arrives. Whatever
+    /// the coordinator published before the marker that arrived has been delivered or
+    /// withheld by then.
+    func waitUntilListening(_ coordinator: Listener, timeout: Duration = .seconds(20)) async throws {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            let marker = "marker-\(UInt64.random(in: 0...UInt64.max))"
+            try await coordinator.publish("tandem/v1/coordinator/status", marker)
+            if (try? await waitFor("tandem/v1/coordinator/status", marker, timeout: .seconds(1))) != nil { return }
+        }
+        throw ListenerError("\(user) heard no marker within \(timeout)")
+    }
+}
+
+struct ListenerError: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}
