@@ -29,10 +29,11 @@ import TestSupport
             #expect(await agent.waitForExit(timeout: .seconds(60)) == 0, "\(agent.standardError)")
             #expect(agent.standardOutput.contains("\"accepted\""), "\(agent.standardOutput)")
 
-            // The state is there for a TLS subscriber (mosquitto_sub with the same CA).
+            // The state is there for a TLS subscriber (mosquitto_sub with the same CA; the
+            // coordinator account, which reads every room: bob is no member of this one).
             let sub = try await ChildProcess.run("/usr/bin/mosquitto_sub", [
                 "-h", "localhost", "-p", String(tlsPort), "--cafile", certs + "/ca.crt",
-                "-u", "bob", "-P", "bob-demo", "-t", "tandem/v1/rooms/tls-room/state", "-C", "1", "-W", "10",
+                "-u", "coordinator", "-P", "coordinator-demo", "-t", "tandem/v1/rooms/tls-room/state", "-C", "1", "-W", "10",
             ])
             #expect(sub.exitCode == 0, "\(sub.standardError)")
             #expect(sub.standardOutput.contains("\"s1\""))
