@@ -201,39 +201,61 @@ public actor BrokerAccessAdmin {
                     }
                 }
             }
+            // Each affected room role is read and written back whole with modifyRole,
+            // which (unlike addRoleACL and removeRoleACL in 2.0.11) kicks nobody: a
+            // member keeps its connection, reads the room's next publication (the
+            // snapshot of the step that invited it) at once, and a removed one stops
+            // receiving with the next delivery.
+            var shardsOf: [String: [String]] = [:]
+            var readRoles: [String] = []
+            for user in users {
+                guard let shards = roles[user] else { continue }
+                let base = naming.role(user)
+                shardsOf[user] = shards.contains(base) ? shards : [base] + shards
+                readRoles += shards
+            }
+            var current: [String: [DynsecACL]] = [:]
+            if !readRoles.isEmpty {
+                let (answers, _) = try await send(readRoles.map { .obj(["command": "getRole", "rolename": .string($0)]) })
+                for (rolename, answer) in zip(readRoles, answers) {
+                    var acls: [DynsecACL] = []
+                    if case .array(let list)? = answer["data"]?["role"]?["acls"] {
+                        for acl in list {
+                            guard let type = acl["acltype"]?.stringValue, let topic = acl["topic"]?.stringValue else { continue }
+                            acls.append(DynsecACL(type: type, topic: topic, allow: acl["allow"]?.boolValue ?? false))
+                        }
+                    }
+                    current[rolename] = acls
+                }
+            }
             var commands: [JSON] = []
             var subjects: [(change: RoomAccessChange, ignorable: String?)] = []
             for user in users {
-                guard var shards = roles[user] else { continue }
+                guard let shards = shardsOf[user] else { continue }
                 let base = naming.role(user)
-                if !shards.contains(base) {
+                let first = valid.first { $0.user == user }!
+                if current[base] == nil {
                     // Made by hand without its room role: give it one (it may exist unattached).
                     commands.append(.obj(["command": "createRole", "rolename": .string(base), "acls": .array([])]))
                     commands.append(ReconcilePlan.attach(user, base))
-                    let first = valid.first { $0.user == user }!
                     subjects.append((first, "Role already exists"))
                     subjects.append((first, nil))
-                    shards.insert(base, at: 0)
+                    current[base] = []
                 }
+                var after = current
                 for change in valid where change.user == user {
-                    for acl in naming.acls(change.room) {
-                        switch change {
-                        case .grant:
-                            commands.append(.obj([
-                                "command": "addRoleACL", "rolename": .string(base), "acltype": .string(acl.type),
-                                "topic": .string(acl.topic), "allow": true,
-                            ]))
-                            subjects.append((change, "ACL with this topic already exists"))
-                        case .revoke:
-                            for shard in shards {
-                                commands.append(.obj([
-                                    "command": "removeRoleACL", "rolename": .string(shard), "acltype": .string(acl.type),
-                                    "topic": .string(acl.topic),
-                                ]))
-                                subjects.append((change, "ACL not found"))
-                            }
-                        }
+                    let acls = naming.acls(change.room)
+                    switch change {
+                    case .grant:
+                        let held = shards.contains { shard in acls.allSatisfy { after[shard]?.contains($0) == true } }
+                        if !held { after[base, default: []] += acls.filter { !(after[base] ?? []).contains($0) } }
+                    case .revoke:
+                        for shard in shards { after[shard]?.removeAll { acls.contains($0) } }
                     }
+                }
+                for shard in shards where after[shard] != current[shard] {
+                    commands.append(.obj(["command": "modifyRole", "rolename": .string(shard), "acls": .array((after[shard] ?? []).map(\.json))]))
+                    subjects.append((first, nil))
                 }
             }
             let (answers, _) = try await send(commands)

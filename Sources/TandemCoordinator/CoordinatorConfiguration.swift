@@ -10,6 +10,12 @@ public struct CoordinatorConfiguration: Sendable {
     /// TLS to the broker (`--tls-ca-file`, `--tls-cert-file`, `--tls-key-file`); nil: plain.
     public var tls: MQTTTLS?
     public var clientId = "tandem-coordinator"
+    /// The broker account the coordinator administers room access with, through
+    /// mosquitto's dynamic-security plugin (`--broker-admin-username`,
+    /// `--broker-admin-password-file`). nil: the broker is not administered, and reads of
+    /// rooms are not restricted (writes are: the coordinator refuses non-members).
+    public var brokerAdminUsername: String?
+    public var brokerAdminPassword: String?
     public var databasePath = "./data/tandem.sqlite"
     public var topicRoot = Topics.defaultRoot
     /// How long each event waits for earlier-timestamped ones, in milliseconds.

@@ -21,6 +21,10 @@ extension CoordinatorService {
         case leaseLost(String)
         /// The batch in flight committed (nil) or failed.
         case committed((any Error)?)
+        /// The admin connection to the broker came back: reconcile room access.
+        case brokerAccessReconnected
+        /// The broker's users, read again (an invite of anyone else is `unknown_user`).
+        case knownUsers(Set<String>)
     }
 
     /// Pipelined group commit: at most one batch commits at a time, on the store's own
@@ -88,7 +92,20 @@ extension CoordinatorService {
             ),
             logger: logger
         )
+        // Room access on the broker, when it is administered: made to match the database
+        // before anything is published.
+        let access: BrokerAccessAdmin?
+        do {
+            access = try await startBrokerAccess(engine: &engine)
+        } catch {
+            await reader.close()
+            await store.close()
+            if error is CancellationError { return .shutdown }
+            logger.critical("cannot administer room access on the broker", error: error)
+            throw error
+        }
         func closeAll() async {
+            await access?.stop()
             await client.disconnect()
             await reader.close()
             await store.close()
@@ -131,7 +148,7 @@ extension CoordinatorService {
         do {
             end = try await pipeline(
                 engine: &engine, client: client, store: store, reader: reader, inputs: inputs, feed: feed,
-                startedAt: startedAt, term: term, fence: fence, checkpointer: checkpointer)
+                startedAt: startedAt, term: term, fence: fence, checkpointer: checkpointer, access: access)
         } catch {
             if let lost = fence?.lostReason {
                 end = .leaseLost(lost)
@@ -175,7 +192,7 @@ extension CoordinatorService {
     private func pipeline(
         engine: inout Engine, client: MQTTClient, store: any CoordinatorStore, reader: any CoordinatorStore,
         inputs: AsyncStream<Input>, feed: AsyncStream<Input>.Continuation, startedAt: Millis, term: Int64,
-        fence: LeaseFence?, checkpointer: TandemStore?
+        fence: LeaseFence?, checkpointer: TandemStore?, access: BrokerAccessAdmin?
     ) async throws -> TermEnd {
         fence?.whenLost { reason in feed.yield(.leaseLost(reason)) }
         // Queries leave the pipeline here: answered one after another from the reader's
@@ -216,6 +233,27 @@ extension CoordinatorService {
                             try await checkpointer.checkpoint()
                         } catch {
                             logger.warning("WAL checkpoint failed", error: error)
+                        }
+                    }
+                }
+            }
+            if let access {
+                group.addTask {
+                    var first = true
+                    for await event in access.connectionEvents {
+                        guard case .connected = event else { continue }
+                        if first { first = false; continue }
+                        feed.yield(.brokerAccessReconnected)
+                    }
+                }
+                // Users an operator added at run time can be invited within seconds.
+                group.addTask { [logger] in
+                    while !Task.isCancelled {
+                        try await Task.sleep(for: .seconds(10))
+                        do {
+                            feed.yield(.knownUsers(try await access.knownUsers()))
+                        } catch {
+                            logger.warning("could not read the broker's users", error: error)
                         }
                     }
                 }
@@ -264,6 +302,13 @@ extension CoordinatorService {
                         publishCommitted(done)
                     case .idChecked(let check, .success(let firstCopy)):
                         answerAtOnce(engine.resolve(check, firstCopy: firstCopy, at: now))
+                    case .brokerAccessReconnected:
+                        if let access {
+                            let desired = engine.roomAccess
+                            Task { [self] in await reconcile(desired, on: access, reason: "the admin connection came back") }
+                        }
+                    case .knownUsers(let users):
+                        engine.setKnownUsers(users)
                     case .idChecked(let check, .failure(let error)):
                         // No receipt: the sender resends, and the id is checked again.
                         engine.metrics.errors += 1
@@ -308,9 +353,13 @@ extension CoordinatorService {
                             send(step.publications, via: client, metrics: &engine.metrics)
                         } else {
                             let batch = step.batch
-                            let task = Task { () -> (any Error)? in
+                            let grants = step.access
+                            let task = Task { [self] () -> (any Error)? in
                                 do {
                                     try await store.commit(batch)
+                                    // Read rights change before the step is published: an
+                                    // invitee can read the snapshot that shows it.
+                                    if let access, !grants.isEmpty { await apply(grants, on: access, engineAccess: nil) }
                                     feed.yield(.committed(nil))
                                     return nil
                                 } catch {

@@ -33,6 +33,12 @@ struct TandemCoordinatorCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Read the MQTT password from this file's first line [TANDEM_MQTT_PASSWORD_FILE]", valueName: "path"))
     var passwordFile: String?
 
+    @Option(help: ArgumentHelp("The broker account that administers room access through mosquitto's dynamic-security plugin [TANDEM_BROKER_ADMIN_USERNAME]; without it the broker does not restrict who reads a room", valueName: "name"))
+    var brokerAdminUsername: String?
+
+    @Option(help: ArgumentHelp("Read the broker admin account's password from this file's first line [TANDEM_BROKER_ADMIN_PASSWORD_FILE]", valueName: "path"))
+    var brokerAdminPasswordFile: String?
+
     @Option(help: ArgumentHelp("Connect with TLS, verifying the broker's certificate and host name against this CA file [TANDEM_MQTT_CA_FILE]", valueName: "path"))
     var tlsCaFile: String?
 
@@ -245,6 +251,15 @@ struct TandemCoordinatorCommand: AsyncParsableCommand {
             ).resolve()
         } catch {
             throw ValidationError(error.message)
+        }
+        c.brokerAdminUsername = text(brokerAdminUsername, "TANDEM_BROKER_ADMIN_USERNAME")
+        if let path = text(brokerAdminPasswordFile, "TANDEM_BROKER_ADMIN_PASSWORD_FILE") {
+            guard c.brokerAdminUsername != nil else { throw ValidationError("--broker-admin-password-file needs --broker-admin-username") }
+            do {
+                c.brokerAdminPassword = try MQTTPasswordFile.read(path)
+            } catch {
+                throw ValidationError(error.message)
+            }
         }
         if let v = text(database, "TANDEM_DATABASE") {
             do {

@@ -20,9 +20,13 @@ import TestSupport
             let admin = try await startedAdmin(broker)
 
             try await admin.apply([.grant(user: "alice", room: "r1")])
-            // The plugin kicked alice; her client reconnected, subscribed again and got
-            // the retained state.
-            try await alice.waitFor("tandem/v1/rooms/r1/state", "v1")
+            // No kick (modifyRole): alice's subscription, made before, now delivers the
+            // room's next publication (as the coordinator publishes the invite's
+            // snapshot right after the grant), and a new subscription the retained one.
+            try await coordinator.publish("tandem/v1/rooms/r1/state", "v1b", retain: true)
+            try await alice.waitFor("tandem/v1/rooms/r1/state", "v1b")
+            let late = try await Listener.connect(broker, "alice")
+            try await late.waitFor("tandem/v1/rooms/r1/state", "v1b")
             try await coordinator.publish("tandem/v1/rooms/r1/changes", "c1")
             try await alice.waitFor("tandem/v1/rooms/r1/changes", "c1")
 
@@ -42,7 +46,8 @@ import TestSupport
 
             // Granting twice and revoking what is not granted are no errors.
             try await admin.apply([.grant(user: "bob", room: "r1"), .grant(user: "bob", room: "r1"), .revoke(user: "bob", room: "r9")])
-            try await bob.waitFor("tandem/v1/rooms/r1/state", "v2")
+            try await coordinator.publish("tandem/v1/rooms/r1/state", "v3", retain: true)
+            try await bob.waitFor("tandem/v1/rooms/r1/state", "v3")
             #expect(try await admin.readableRooms() == ["alice": [], "bob": ["r1"], "carol": []])
             await admin.stop()
         }

@@ -22,7 +22,7 @@ import TestSupport
             try await Task.sleep(for: .milliseconds(300))
             #expect(f.bob.receipts.isEmpty, "\(f.bob.receipts.map(\.text))")
             #expect(f.alice.receipts.map { $0["id"]?.stringValue } == ["marker"])
-            let state = try await f.carol.roomState(room, version: 1)
+            let state = try await f.alice.roomState(room, version: 1)
             #expect(stickerIds(state) == ["s-marker"])
             #expect(f.carol.latest(on: f.topics.conversation(user: "carol", peer: "bob")) == nil)
 
@@ -60,7 +60,8 @@ import TestSupport
         try await withRoomFixture { f in
             let room = "guarded"
             try await f.alice.edit(room: room, .edit("a1", "create", sticker: "s1", image: "x.png", frame: (0, 0, 1, 1)))
-            let genuine = try await f.carol.roomState(room, version: 1)
+            try await f.alice.invite(room: room, ["bob", "carol"])
+            let genuine = try await f.carol.roomState(room, version: 3)
             let status = try #require(f.carol.latest(on: f.topics.coordinatorStatus))
 
             let forged = JSON.obj(["roomId": .string(room), "epoch": "forged", "version": 999, "stickers": .array([])])
@@ -98,7 +99,7 @@ import TestSupport
             guard case .object(let members) = JSON.edit("w1", "create", sticker: "s1", image: "x.png", frame: (0, 0, 1, 1)) else { return }
             try await f.alice.edit(room: room, .object(members + impostor))
             expectAccepted(try await f.alice.receipt("w1"), version: 1)
-            let state = try await f.carol.roomState(room, version: 1)
+            let state = try await f.alice.roomState(room, version: 1)
             #expect(owner(state, "s1") == "alice")
             #expect(sticker(state, "s1")?["createdBy"] == "alice")
             #expect(sticker(state, "s1")?["updatedBy"] == "alice")

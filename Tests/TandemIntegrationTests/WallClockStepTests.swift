@@ -61,9 +61,10 @@ import TestSupport
             let alice = try await TestPeer.connect(broker: broker, user: "alice")
             let bob = try await TestPeer.connect(broker: broker, user: "bob")
             let carol = try await TestPeer.connect(broker: broker, user: "carol")
+            // The room first (its members), then the lock, so the lease starts last.
+            try await alice.invite(room: "clock", ["bob", "carol"])
             try await alice.edit(room: "clock", .edit("c1", "create", sticker: "held", image: "a.png", frame: (0, 0, 1, 1)))
             #expect(try await alice.receipt("c1")["status"] == "accepted")
-            try await alice.invite(room: "clock", ["bob", "carol"])
 
             // carol's stream: an event every 10 ms, before, across and after the step.
             let stream = Task { () throws -> [String] in

@@ -57,12 +57,25 @@ public final class CoordinatorProcess: Sendable {
         Self.brokerArguments(broker, password: !extraArguments.contains("--password-file")) + ["--database", databasePath]
     }
 
-    /// `--host`, `--port`, and on the shipped broker the demo coordinator user.
+    /// A file holding the demo coordinator-admin password, made once per test run.
+    static let adminPasswordFile: String? = {
+        guard let directory = try? makeTemporaryDirectory(prefix: "admin-") else { return nil }
+        let path = directory + "/coordinator-admin.password"
+        return (try? "coordinator-admin-demo\n".write(toFile: path, atomically: true, encoding: .utf8)) != nil ? path : nil
+    }()
+
+    /// `--host`, `--port`, and on the shipped broker the demo coordinator user and its
+    /// admin account.
     public static func brokerArguments(_ broker: MosquittoBroker, password: Bool = true) -> [String] {
         var args = ["--host", broker.host, "--port", String(broker.port)]
         if broker.configuration.authenticates {
             args += ["--username", "coordinator"]
             if password { args += ["--password", "coordinator-demo"] }
+            // The shipped broker withholds rooms from non-members: the coordinator
+            // administers who reads them with its own admin account.
+            if let file = adminPasswordFile {
+                args += ["--broker-admin-username", "coordinator-admin", "--broker-admin-password-file", file]
+            }
         }
         return args
     }

@@ -1,0 +1,55 @@
+import Logging
+import TandemCore
+import TandemMQTT
+
+/// Room access on the broker: the database is the truth, the broker's dynamic-security
+/// roles a projection of it (``BrokerAccessAdmin``). The leader reconciles them when its
+/// term starts and whenever the admin connection comes back; each step's grants and
+/// revocations are applied after its commit and before it is published.
+extension CoordinatorService {
+    /// Connects the admin client and makes the broker's room access match `engine`;
+    /// nil (with one warning) when no admin account is configured.
+    func startBrokerAccess(engine: inout Engine) async throws -> BrokerAccessAdmin? {
+        guard let username = configuration.brokerAdminUsername else {
+            logger.warning("no broker admin account (--broker-admin-username): reads of rooms are not restricted by the broker; writes of non-members are still refused")
+            return nil
+        }
+        let admin = BrokerAccessAdmin(
+            configuration: MQTTConfiguration(
+                host: configuration.host, port: configuration.port,
+                clientId: "\(configuration.clientId)-admin",
+                username: username, password: configuration.brokerAdminPassword,
+                session: .cleanStart, tls: configuration.tls),
+            topicRoot: configuration.topicRoot, logger: logger, maxMessageBytes: 60_000, answerTimeout: .seconds(10))
+        try await admin.start()
+        let report = try await admin.reconcile(engine.roomAccess)
+        logReconcile(report, reason: "the term started")
+        engine.setKnownUsers(try await admin.knownUsers())
+        return admin
+    }
+
+    /// Applies one step's changes; a refusal or a timeout is logged with its reason and
+    /// followed by a reconcile, which retries until the broker matches.
+    func apply(_ changes: [RoomAccessChange], on admin: BrokerAccessAdmin, engineAccess: [String: Set<String>]?) async {
+        do {
+            try await admin.apply(changes)
+        } catch {
+            logger.error("the broker refused or did not answer room access changes; they are retried by the next reconcile", error: error,
+                         metadata: ["changes": "\(changes.count)"])
+        }
+    }
+
+    func reconcile(_ desired: [String: Set<String>], on admin: BrokerAccessAdmin, reason: String) async {
+        do {
+            logReconcile(try await admin.reconcile(desired), reason: reason)
+        } catch {
+            logger.error("room access reconcile failed (\(reason))", error: error)
+        }
+    }
+
+    private func logReconcile(_ report: ReconcileReport, reason: String) {
+        let level: Logger.Level = report.failures.isEmpty ? .info : .error
+        let refused = report.failures.isEmpty ? "" : "; refused: \(report.failures.map(\.description).joined(separator: "; "))"
+        logger.log(level: level, "room access reconciled (\(reason)): \(report.granted) granted, \(report.revoked) revoked, \(report.commands) commands in \(report.messages) messages\(refused)")
+    }
+}
