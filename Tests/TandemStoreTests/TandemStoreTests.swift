@@ -63,6 +63,34 @@ import TandemCore
         }
     }
 
+    /// CONTRACT "Room membership": rooms that existed before it get members, once, by
+    /// its rule: every user with an accepted event in the room is an editor, the one
+    /// with the earliest accepted event its owner (rejected events make nobody a member).
+    @Test func theUpgradeMakesMembersOfEveryoneWithAnAcceptedEvent() async throws {
+        try await withTemporaryDirectory { dir in
+            let path = "\(dir)/tandem.sqlite"
+            let old = try TandemStore.open(path: path, migrations: Array(TandemStore.migrations.prefix(3)))
+            func event(_ user: String, _ room: String, _ id: String, at: Millis, _ status: Receipt.Status = .accepted) -> EventLogRow {
+                EventLogRow(at: at, kind: .room, userId: user, target: room, id: id, status: status, code: status == .accepted ? nil : .ownedByOther,
+                            version: 1, payload: nil)
+            }
+            try await old.commit(StoreBatch(
+                events: [event("bob", "party", "b1", at: 10), event("alice", "party", "a1", at: 11), event("bob", "party", "b2", at: 12),
+                         event("mallory", "party", "m1", at: 13, .rejected), event("carol", "party", "c1", at: 14),
+                         event("dave", "gone", "d1", at: 15)],
+                entities: [EntityRow(kind: EntityKind.room, key: "party", version: 4, body: [1], updatedAt: 14)]))
+            await old.close()
+
+            let store = try TandemStore.open(path: path)
+            #expect(try await store.loadRoomMembers() == [
+                RoomMemberRow(roomId: "party", userId: "bob", role: "owner", since: 10, invitedBy: nil, position: 0),
+                RoomMemberRow(roomId: "party", userId: "alice", role: "editor", since: 11, invitedBy: nil, position: 1),
+                RoomMemberRow(roomId: "party", userId: "carol", role: "editor", since: 14, invitedBy: nil, position: 2),
+            ], "a room with no row (gone) gets no members")
+            await store.close()
+        }
+    }
+
     @Test func migratesAnOlderDatabaseKeepingItsData() async throws {
         try await withTemporaryDirectory { dir in
             let path = "\(dir)/tandem.sqlite"
