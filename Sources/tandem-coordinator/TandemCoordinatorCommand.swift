@@ -96,6 +96,9 @@ struct TandemCoordinatorCommand: AsyncParsableCommand {
     @Option(help: "Live stickers a room may hold [TANDEM_MAX_STICKERS_PER_ROOM] (default 1000)")
     var maxStickersPerRoom: Int?
 
+    @Option(help: "Members a room may have, owner included [TANDEM_MAX_ROOM_MEMBERS] (default 8)")
+    var maxRoomMembers: Int?
+
     @Option(help: "Conversations a user may be part of [TANDEM_MAX_CONVERSATIONS_PER_USER] (default 1000)")
     var maxConversationsPerUser: Int?
 
@@ -292,6 +295,7 @@ struct TandemCoordinatorCommand: AsyncParsableCommand {
         if let v = try number(rateLimit, "rate-limit", "TANDEM_RATE_LIMIT", allowZero: true) { c.rateLimitPerSecond = v }
         if let v = try number(rateLimitBurst, "rate-limit-burst", "TANDEM_RATE_LIMIT_BURST", allowZero: false) { c.rateLimitBurst = v }
         if let v = try integer(maxStickersPerRoom, "max-stickers-per-room", "TANDEM_MAX_STICKERS_PER_ROOM", range: 1...1_000_000) { c.maxStickersPerRoom = v }
+        if let v = try integer(maxRoomMembers, "max-room-members", "TANDEM_MAX_ROOM_MEMBERS", range: 1...10_000) { c.maxRoomMembers = v }
         if let v = try integer(maxConversationsPerUser, "max-conversations-per-user", "TANDEM_MAX_CONVERSATIONS_PER_USER", range: 1...1_000_000) { c.maxConversationsPerUser = v }
         if let v = text(clientId, "TANDEM_CLIENT_ID") {
             guard !v.isEmpty, v.utf8.count <= 65535 else { throw ValidationError("--client-id must not be empty") }
