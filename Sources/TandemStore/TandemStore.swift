@@ -136,6 +136,9 @@ public actor TandemStore {
             if let forget = batch.forgetSeenIds {
                 try db.run(Self.forgetSeenIds, [.integer(forget.before), .integer(Int64(forget.limit))])
             }
+            if let forget = batch.forgetEvents {
+                try db.run(Self.forgetEvents, [.integer(forget.before), .integer(Int64(forget.limit))])
+            }
             for seen in batch.seenIds {
                 try db.run(Self.insertSeenId, [
                     .text(seen.userId), .text(seen.id), .text(seen.kind.rawValue), .integer(seen.seenAt),
@@ -177,6 +180,12 @@ public actor TandemStore {
 
     static let forgetSeenIds = """
         DELETE FROM seen_ids WHERE (user_id, id) IN (SELECT user_id, id FROM seen_ids WHERE seen_at < ?1 ORDER BY seen_at LIMIT ?2)
+        """
+    /// The oldest `limit` rows by `seq` (the start of the table's b-tree: a few pages),
+    /// of which those processed before the cutoff. Never a scan of the table: with
+    /// nothing expired it reads `limit` rows and deletes none.
+    static let forgetEvents = """
+        DELETE FROM event_log WHERE seq IN (SELECT seq FROM event_log ORDER BY seq LIMIT ?2) AND at < ?1
         """
     static let insertSeenId = """
         INSERT INTO seen_ids(user_id, id, kind, seen_at, status, code, version) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
