@@ -32,6 +32,12 @@ public struct CoordinatorConfiguration: Sendable {
     public var workoutSnapshotIntervalMs: Millis = 1_000
     /// Ids are remembered for duplicate detection at least this long (contract: 24 h).
     public var seenIdRetentionMs: Millis = 48 * 3600 * 1000
+    /// The event log (the audit trail of every processed event and its receipt) keeps
+    /// rows this long (`--event-log-retention`); nil: for ever. Seven days by default:
+    /// long enough to look into what a user reports after a weekend, short enough that
+    /// the log does not grow for ever (about 270 bytes an event: docs/OPERATIONS.md).
+    public var eventLogRetentionMs: Millis? = Self.defaultEventLogRetentionMs
+    public static let defaultEventLogRetentionMs: Millis = 7 * 24 * 3600 * 1000
     /// Events, commands and telemetry a user may send per second (token bucket); 0: no
     /// limit. Over it: `rate_limited`.
     public var rateLimitPerSecond: Double = 200

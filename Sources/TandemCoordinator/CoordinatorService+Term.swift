@@ -56,8 +56,8 @@ extension CoordinatorService {
     /// lost (`.leaseLost`: nothing more committed or published). `fence` nil: the
     /// SQLite owner, whose term never ends. Closes the store. Throws what stops the
     /// process (a failed commit, a refused connection).
-    /// `checkpointer`: SQLite's WAL checkpoints, run beside the pipeline every half second.
-    func lead(store: any CoordinatorStore, term: Int64, fence: LeaseFence?, checkpointer: TandemStore? = nil) async throws -> TermEnd {
+    /// `checkpointer`: SQLite's WAL upkeep, run beside the pipeline every half second.
+    func lead(store: any CoordinatorStore, term: Int64, fence: LeaseFence?, checkpointer: WALCheckpointer? = nil) async throws -> TermEnd {
         let startedAt = WallClock.now()
         var engine: Engine
         // Recovery's `now` is both clocks at once: the tick reads like the wall clock.
@@ -192,7 +192,7 @@ extension CoordinatorService {
     private func pipeline(
         engine: inout Engine, client: MQTTClient, store: any CoordinatorStore, reader: any CoordinatorStore,
         inputs: AsyncStream<Input>, feed: AsyncStream<Input>.Continuation, startedAt: Millis, term: Int64,
-        fence: LeaseFence?, checkpointer: TandemStore?, access: BrokerAccessAdmin?
+        fence: LeaseFence?, checkpointer: WALCheckpointer?, access: BrokerAccessAdmin?
     ) async throws -> TermEnd {
         fence?.whenLost { reason in feed.yield(.leaseLost(reason)) }
         // Queries leave the pipeline here: answered one after another from the reader's
@@ -226,16 +226,7 @@ extension CoordinatorService {
                 }
             }
             if let checkpointer {
-                group.addTask { [logger] in
-                    while !Task.isCancelled {
-                        try await Task.sleep(for: .milliseconds(500))
-                        do {
-                            try await checkpointer.checkpoint()
-                        } catch {
-                            logger.warning("WAL checkpoint failed", error: error)
-                        }
-                    }
-                }
+                group.addTask { [logger] in try await Self.checkpoint(checkpointer, logger: logger) }
             }
             if let access {
                 group.addTask {
@@ -391,6 +382,23 @@ extension CoordinatorService {
                 if case .shutdown = end { publishCommitted(done) }
             }
             return end
+        }
+    }
+
+    /// SQLite's WAL upkeep beside the pipeline: a ``WALCheckpointer`` pass every half second.
+    static func checkpoint(_ wal: WALCheckpointer, logger: Logger) async throws {
+        var wal = wal
+        while !Task.isCancelled {
+            try await Task.sleep(for: .milliseconds(500))
+            do {
+                let pass = try await wal.pass()
+                if pass.restartTried, !pass.restarted, pass.failedRestarts.isMultiple(of: 5) {
+                    logger.warning("the WAL cannot be started over: a reader holds a transaction open, or another process checkpoints",
+                                   metadata: ["wal.frames": "\(pass.walFrames)", "tries": "\(pass.failedRestarts)"])
+                }
+            } catch {
+                logger.warning("WAL checkpoint failed", error: error)
+            }
         }
     }
 

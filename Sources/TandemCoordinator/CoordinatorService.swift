@@ -66,7 +66,8 @@ public final class CoordinatorService: Service {
         do {
             owner = try DatabaseOwnerLock.acquire(path: path)
             // Commits never checkpoint the WAL themselves: a connection of its own does,
-            // beside them (off the hot path).
+            // beside them (off the hot path), and the writer only starts the WAL over
+            // between two commits (WALCheckpointer).
             store = try TandemStore.open(path: path, checkpoints: .separate)
             checkpointer = try TandemStore.openCheckpointer(path: path)
         } catch {
@@ -78,7 +79,7 @@ public final class CoordinatorService: Service {
         announcer.announce(.leader(term: 0))
         defer { withExtendedLifetime(owner) {} }
         do {
-            _ = try await lead(store: store, term: 0, fence: nil, checkpointer: checkpointer)
+            _ = try await lead(store: store, term: 0, fence: nil, checkpointer: WALCheckpointer(writer: store, checkpointer: checkpointer))
         } catch {
             await checkpointer.close()
             await announcer.stop()

@@ -106,8 +106,10 @@ extension Engine {
 
     /// After each step: folds and forgets remembered ids when due, and with each pruning
     /// pass packs rooms that have been idle (``packIdleRooms(now:)``). The store forgets
-    /// expired ids with every batch that remembers some, about as many as it remembers
-    /// (at least ``forgetAtLeast``), and with every pruning pass. Returns the step's number.
+    /// expired ids with every batch that remembers some, twice as many as it remembers
+    /// (at least ``forgetAtLeast``), and with every pruning pass; and expired event-log
+    /// rows the same way (``CoordinatorConfiguration/eventLogRetentionMs``). Returns the
+    /// step's number.
     mutating func afterStep(now: Millis, batch: inout StoreBatch) -> Int {
         let (number, pruned) = remembered.stepApplied(now: now, wall: wall, retentionMs: configuration.seenIdRetentionMs)
         if pruned {
@@ -119,6 +121,11 @@ extension Engine {
             // `seen_at` is a time of day.
             batch.forgetSeenIds = ForgetSeenIds(
                 before: wall - configuration.seenIdRetentionMs, limit: max(Self.forgetAtLeast, 2 * batch.seenIds.count))
+        }
+        // The event log likewise: with every batch that logs events, about twice as many
+        // rows as it logs (so a backlog shrinks), and with every pruning pass.
+        if let retention = configuration.eventLogRetentionMs, pruned || !batch.events.isEmpty {
+            batch.forgetEvents = ForgetEvents(before: wall - retention, limit: max(Self.forgetAtLeast, 2 * batch.events.count))
         }
         return number
     }

@@ -210,6 +210,12 @@ public actor PostgresStore: CoordinatorStore {
                 DELETE FROM seen_ids WHERE (user_id, id) IN (SELECT user_id, id FROM seen_ids WHERE seen_at < $1 ORDER BY seen_at LIMIT $2)
                 """, binds(forget.before, Int64(forget.limit)))
         }
+        if let forget = batch.forgetEvents {
+            // As on SQLite: among the oldest rows by seq (the primary key's first pages).
+            try await run(connection, """
+                DELETE FROM event_log WHERE seq IN (SELECT seq FROM event_log ORDER BY seq LIMIT $2) AND at < $1
+                """, binds(forget.before, Int64(forget.limit)))
+        }
         if !batch.seenIds.isEmpty {
             let s = batch.seenIds
             try await run(connection, """

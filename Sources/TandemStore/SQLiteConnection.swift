@@ -33,6 +33,11 @@ public final class SQLiteConnection {
         /// pages). Off, the writer never pays for a checkpoint: another connection runs
         /// them (`TandemStore.checkpoint()`).
         public var autoCheckpoint = true
+        /// `PRAGMA journal_size_limit`: when a commit starts the WAL over, the file is cut
+        /// back to this many bytes (nil: SQLite's default, never cut back). A WAL that
+        /// once grew large otherwise keeps its size on disk for as long as the database
+        /// is open, however little of it is in use.
+        public var journalSizeLimitBytes: Int64?
         public init() {}
     }
 
@@ -70,6 +75,7 @@ public final class SQLiteConnection {
             }
             try execute("PRAGMA synchronous=\(options.synchronous.rawValue)")
             if !options.autoCheckpoint { try execute("PRAGMA wal_autocheckpoint=0") }
+            if let limit = options.journalSizeLimitBytes { try execute("PRAGMA journal_size_limit=\(limit)") }
             try execute("PRAGMA foreign_keys=ON")
             // Statement journals and other temporary data in memory, not in files that a
             // batch would create, write and unlink.
@@ -86,6 +92,12 @@ public final class SQLiteConnection {
     }
 
     deinit { close() }
+
+    /// Sets how long a statement waits for another connection's lock before SQLITE_BUSY.
+    public func setBusyTimeout(_ milliseconds: Int32) throws(SQLiteError) {
+        let db = try handle("busy_timeout")
+        try SQLiteError.check(sqlite3_busy_timeout(db, milliseconds), db: db, "busy_timeout on \(path)")
+    }
 
     /// Finalizes every cached statement and closes the database. Idempotent; afterwards
     /// every call throws `SQLITE_MISUSE`.

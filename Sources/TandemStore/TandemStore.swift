@@ -17,6 +17,8 @@ public actor TandemStore {
     public nonisolated let path: String
     private let connection: SQLiteConnection
     private let executor: QueueExecutor
+    /// The connection's busy timeout, as opened.
+    private let busyTimeoutMs: Int32
 
     public nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
 
@@ -32,11 +34,30 @@ public actor TandemStore {
     public static func open(
         path: String, synchronous: SQLiteConnection.Synchronous = .normal, checkpoints: Checkpoints = .automatic
     ) throws -> TandemStore {
+        try TandemStore(path: path, migrations: migrations, options: writerOptions(synchronous: synchronous, checkpoints: checkpoints))
+    }
+
+    static func writerOptions(synchronous: SQLiteConnection.Synchronous, checkpoints: Checkpoints) -> SQLiteConnection.Options {
         var options = SQLiteConnection.Options()
         options.synchronous = synchronous
-        options.autoCheckpoint = checkpoints == .automatic
-        return try TandemStore(path: path, migrations: migrations, options: options)
+        if checkpoints == .separate {
+            options.autoCheckpoint = false
+            options.journalSizeLimitBytes = walSizeLimitBytes
+            // A failed commit stops the coordinator; waiting never does. Only another
+            // process can hold the write lock (an operator's shell): wait long for it.
+            options.busyTimeoutMilliseconds = writerBusyTimeoutMs
+        }
+        return options
     }
+
+    /// How long the writer of a database with a separate checkpointer waits for the write
+    /// lock before its commit fails.
+    public static let writerBusyTimeoutMs: Int32 = 30_000
+    /// `journal_size_limit` of a writer with a separate checkpointer: the first commit into
+    /// a restarted WAL cuts the file back to this. Above what the WAL reaches between two
+    /// restarts at full load (``WALCheckpointer``), so the steady state does not
+    /// truncate and grow the file every time; an excursion is cut back.
+    public static let walSizeLimitBytes: Int64 = 32 << 20
 
     public enum Checkpoints: Sendable {
         case automatic
@@ -67,6 +88,11 @@ public actor TandemStore {
         try TandemStore(path: path, migrations: migrations, options: SQLiteConnection.Options())
     }
 
+    /// Opens with chosen options (tests: a small `journal_size_limit`).
+    static func open(path: String, options: SQLiteConnection.Options) throws -> TandemStore {
+        try TandemStore(path: path, migrations: migrations, options: options)
+    }
+
     private init(path: String, migrations: [Migration]?, options: SQLiteConnection.Options) throws {
         let connection: SQLiteConnection
         let values: [String: String]
@@ -90,6 +116,7 @@ public actor TandemStore {
         self.createdAt = values["created_at"].flatMap { Millis($0) } ?? 0
         self.path = path
         self.connection = connection
+        self.busyTimeoutMs = options.busyTimeoutMilliseconds
         self.executor = QueueExecutor(label: "tandem.store \(options.readOnly ? "reader" : "writer") \(path)")
     }
 
@@ -108,6 +135,9 @@ public actor TandemStore {
         try connection.transaction { db in
             if let forget = batch.forgetSeenIds {
                 try db.run(Self.forgetSeenIds, [.integer(forget.before), .integer(Int64(forget.limit))])
+            }
+            if let forget = batch.forgetEvents {
+                try db.run(Self.forgetEvents, [.integer(forget.before), .integer(Int64(forget.limit))])
             }
             for seen in batch.seenIds {
                 try db.run(Self.insertSeenId, [
@@ -164,6 +194,12 @@ public actor TandemStore {
     static let forgetSeenIds = """
         DELETE FROM seen_ids WHERE (user_id, id) IN (SELECT user_id, id FROM seen_ids WHERE seen_at < ?1 ORDER BY seen_at LIMIT ?2)
         """
+    /// The oldest `limit` rows by `seq` (the start of the table's b-tree: a few pages),
+    /// of which those processed before the cutoff. Never a scan of the table: with
+    /// nothing expired it reads `limit` rows and deletes none.
+    static let forgetEvents = """
+        DELETE FROM event_log WHERE seq IN (SELECT seq FROM event_log ORDER BY seq LIMIT ?2) AND at < ?1
+        """
     static let insertSeenId = """
         INSERT INTO seen_ids(user_id, id, kind, seen_at, status, code, version) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
         ON CONFLICT(user_id, id) DO NOTHING
@@ -193,13 +229,40 @@ public actor TandemStore {
             max_heart_rate = excluded.max_heart_rate
         """
 
-    /// `PRAGMA wal_checkpoint(PASSIVE)`: copies as much of the WAL into the database as
-    /// it can without waiting for readers or the writer (which goes on appending);
-    /// returns the WAL's size in pages and how many of them are now checkpointed. The
-    /// writer starts the WAL over at its next commit once all of it is.
+    /// `PRAGMA wal_checkpoint(PASSIVE)`, on a checkpointer (``openCheckpointer(path:)``):
+    /// copies as much of the WAL into the database as it can without waiting for readers
+    /// or the writer (which goes on appending); returns the WAL's size in frames (pages)
+    /// and how many of them are now checkpointed. The writer starts the WAL over when a
+    /// transaction of its own begins with every frame checkpointed: under load that
+    /// never happens by itself (see ``restartWAL(waitingAtMostMs:)``).
     @discardableResult
-    public func checkpoint() throws -> (walPages: Int, checkpointed: Int) {
+    public func checkpoint() throws -> (walFrames: Int, checkpointed: Int) {
         try connection.queryOne("PRAGMA wal_checkpoint(PASSIVE)") { (Int($0.int64(1)), Int($0.int64(2))) } ?? (0, 0)
+    }
+
+    /// `PRAGMA wal_checkpoint(RESTART)` on the writer's own connection, between two
+    /// commits: copies into the database what is left of the WAL (after a checkpointer's
+    /// passive pass, the frames appended since: few), waits for readers still reading
+    /// older frames, and starts the WAL over, so that the next commit writes from the
+    /// beginning of the file (and `journal_size_limit` cuts it back). Returns false when
+    /// a reader (or another process's checkpoint) held on longer than `waitingAtMostMs`:
+    /// the WAL goes on growing until a later try.
+    ///
+    /// Why the writer and not the checkpointer: a passive checkpoint never catches up
+    /// with a writer that commits every few milliseconds, so the WAL is never all
+    /// checkpointed when a transaction begins, and it grows for ever. A restart needs the
+    /// write lock. Taken by another connection, commits would wait for it on SQLite's
+    /// busy handler, which sleeps in steps of up to 100 ms, and a checkpointer could
+    /// wait its whole busy timeout for a gap between two commits; queued on the writer's
+    /// own executor, the restart runs between two commits at once and the next commit
+    /// starts right after it. Commits queued meanwhile wait for the tail's copy, the
+    /// syncs and the readers: milliseconds, bounded by `waitingAtMostMs`.
+    public func restartWAL(waitingAtMostMs: Int32 = 1_000) throws -> Bool {
+        try connection.setBusyTimeout(waitingAtMostMs)
+        defer { try? connection.setBusyTimeout(busyTimeoutMs) }
+        // (busy, log, checkpointed): busy 1 when someone held on past the timeout.
+        let busy = try connection.queryOne("PRAGMA wal_checkpoint(RESTART)") { $0.int64(0) } ?? 1
+        return busy == 0
     }
 
     /// Forgets seen ids first seen before `olderThan`; returns how many. (The

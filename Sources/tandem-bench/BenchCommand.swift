@@ -46,12 +46,25 @@ struct BenchCommand: AsyncParsableCommand {
     @Flag(help: "Skip the relay run.") var noRelay = false
     @Flag(help: "JSON on stdout instead of the table.") var json = false
     @Flag(help: "No progress line on stderr.") var quiet = false
+    @Option(help: ArgumentHelp("Soak samples: a tab-separated line every --sample-seconds of each measured run (rates, unanswered, receipt p99 and max, coordinator RSS and CPU, --watch sizes).", valueName: "file"))
+    var samples: String?
+    @Option(help: "Seconds between soak samples.") var sampleSeconds = 10.0
+    @Option(help: ArgumentHelp("NAME=PATH, repeatable: a file or directory whose size each soak sample reports.", valueName: "name=path"))
+    var watch: [String] = []
 
     func validate() throws {
         guard duration > 0, rate > 0, clients > 0, rooms > 0, setupRate > 0 else {
             throw ValidationError("--duration, --rate, --clients, --rooms and --setup-rate must be positive")
         }
         if let stickers, stickers <= 0 { throw ValidationError("--stickers must be positive") }
+        guard sampleSeconds > 0 else { throw ValidationError("--sample-seconds must be positive") }
+        for text in watch {
+            let parts = text.split(separator: "=", maxSplits: 1)
+            guard parts.count == 2, !parts[0].isEmpty, !parts[1].isEmpty else {
+                throw ValidationError("--watch takes NAME=PATH, not \(text)")
+            }
+        }
+        if samples == nil, !watch.isEmpty { throw ValidationError("--watch needs --samples") }
         guard stepFactor > 1 else { throw ValidationError("--step-factor must be above 1") }
         for text in identities {
             let user = text.split(separator: ":", maxSplits: 1).first.map(String.init) ?? ""
@@ -79,6 +92,9 @@ struct BenchCommand: AsyncParsableCommand {
         if !noRelay || scenario == .relay { names.insert(.relay, at: 0) }
         if scenario == .relay { names = [.relay] }
 
+        let sampler = try samples.map {
+            try Sampler(path: $0, intervalSeconds: sampleSeconds, watch: watch, coordinatorPid: coordinatorPid)
+        }
         var runs: [RunReport] = []
         var findMaxResults: [String: BenchReport.FindMaxResult] = [:]
         var best: [String: RunReport] = [:]
@@ -116,7 +132,7 @@ struct BenchCommand: AsyncParsableCommand {
                 findMaxResults[s.name] = .init(highestSustainablePerSecond: highest?.offeredPerSecond, steps: steps)
                 if let highest { runs.append(highest); best[s.name] = highest } else if let first = steps.first { runs.append(first); best[s.name] = first }
             } else {
-                let r = await runner.run(s, tracker: tracker, rate: s.fixedRate ?? rate, seq: &seq)
+                let r = await runner.run(s, tracker: tracker, rate: s.fixedRate ?? rate, seq: &seq, sampler: s.name == "relay" ? nil : sampler)
                 runs.append(r)
                 best[s.name] = r
             }

@@ -39,11 +39,13 @@ struct Runner {
     }
 
     /// One measured run at `rate` events/s.
-    func run(_ scenario: any Scenario, tracker: Tracker, rate: Double, seq: inout Int) async -> RunReport {
+    /// `sampler`: soak samples taken along the run (``Sampler``).
+    func run(_ scenario: any Scenario, tracker: Tracker, rate: Double, seq: inout Int, sampler: Sampler? = nil) async -> RunReport {
         tracker.reset()
         let coordinatorStart = coordinatorPid.flatMap(ProcessSample.read)
         let brokerStart = brokerPid.flatMap(ProcessSample.read)
         let start = monotonicNanos()
+        sampler?.begin(tracker: tracker)
         let duration = UInt64(durationSeconds * 1e9)
         var sent = 0
         var lastProgress = start
@@ -58,6 +60,7 @@ struct Runner {
                 tracker.sent(id: o.id, target: o.target, at: monotonicNanos(), expectedVersion: o.expectedVersion)
                 scenario.clients[o.client].send(o.topic, o.payload)
             }
+            sampler?.tick(tracker: tracker, rate: rate, now: now)
             if showProgress, now - lastProgress > 500_000_000 {
                 lastProgress = now
                 progress(scenario, tracker, rate: rate, elapsed: Double(now - start) / 1e9)
@@ -66,6 +69,7 @@ struct Runner {
         }
         let sendEnd = monotonicNanos()
         while tracker.unanswered > 0, monotonicNanos() - sendEnd < UInt64(drainTimeoutSeconds * 1e9) {
+            sampler?.tick(tracker: tracker, rate: 0, now: monotonicNanos())
             if showProgress { progress(scenario, tracker, rate: rate, elapsed: Double(monotonicNanos() - start) / 1e9, draining: true) }
             try? await Task.sleep(for: .milliseconds(20))
         }

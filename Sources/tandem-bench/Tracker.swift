@@ -65,6 +65,8 @@ final class Tracker: Sendable {
         var snapshots: [[(version: Int64, at: UInt64)]] = []
         var visible: [Visible] = []
         var measuring = true
+        /// Receipt latencies since the last ``takeInterval()`` (soak samples).
+        var interval = Histogram<UInt64>(highestTrackableValue: 120_000_000, numberOfSignificantValueDigits: .two)
     }
 
     let state = Mutex(State())
@@ -98,6 +100,7 @@ final class Tracker: Sendable {
             s.tally.answered += 1
             s.tally.lastAnswerAt = max(s.tally.lastAnswerAt, at)
             _ = s.tally.receiptLatency.record((at &- p.sentAt) / 1000)
+            _ = s.interval.record((at &- p.sentAt) / 1000)
             switch status {
             case "accepted":
                 s.tally.accepted += 1
@@ -130,12 +133,25 @@ final class Tracker: Sendable {
         state.withLock { ($0.tally.sent, $0.tally.answered, $0.tally.receiptLatency.valueAtPercentile(99)) }
     }
 
+    /// Totals so far, and the receipt latency since the last call (microseconds; 0 when
+    /// no receipt came); `unanswered` counts every event sent and not yet answered.
+    func takeInterval() -> (sent: Int, answered: Int, unanswered: Int, p99: UInt64, max: UInt64, receipts: Int) {
+        state.withLock { s in
+            let interval = s.interval
+            s.interval.reset()
+            let unanswered = s.pending.values.count(where: { $0.expectedVersion == 0 })
+            let p99 = interval.totalCount > 0 ? interval.valueAtPercentile(99) : 0
+            return (s.tally.sent, s.tally.answered, unanswered, p99, interval.totalCount > 0 ? interval.max : 0, Int(interval.totalCount))
+        }
+    }
+
     /// Clears the counters (after setup) but keeps the targets.
     func reset() {
         state.withLock { s in
             s.pending = [:]
             s.tally = Tally()
             s.visible = []
+            s.interval.reset()
             for i in s.snapshots.indices { s.snapshots[i].removeAll(keepingCapacity: true) }
         }
     }

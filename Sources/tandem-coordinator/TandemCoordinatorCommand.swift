@@ -102,6 +102,9 @@ struct TandemCoordinatorCommand: AsyncParsableCommand {
     @Option(help: "Conversations a user may be part of [TANDEM_MAX_CONVERSATIONS_PER_USER] (default 1000)")
     var maxConversationsPerUser: Int?
 
+    @Option(help: ArgumentHelp("How long the event log keeps each processed event: a number and s, m, h or d (36h, 7d), or 0 to keep it for ever [TANDEM_EVENT_LOG_RETENTION] (default 7d)", valueName: "duration"))
+    var eventLogRetention: String?
+
     @Flag(help: "Check the database's integrity, print a summary of what it holds, and exit (1 when the check finds a problem).")
     var check = false
 
@@ -297,6 +300,12 @@ struct TandemCoordinatorCommand: AsyncParsableCommand {
         if let v = try integer(maxStickersPerRoom, "max-stickers-per-room", "TANDEM_MAX_STICKERS_PER_ROOM", range: 1...1_000_000) { c.maxStickersPerRoom = v }
         if let v = try integer(maxRoomMembers, "max-room-members", "TANDEM_MAX_ROOM_MEMBERS", range: 1...10_000) { c.maxRoomMembers = v }
         if let v = try integer(maxConversationsPerUser, "max-conversations-per-user", "TANDEM_MAX_CONVERSATIONS_PER_USER", range: 1...1_000_000) { c.maxConversationsPerUser = v }
+        if let v = text(eventLogRetention, "TANDEM_EVENT_LOG_RETENTION") {
+            guard let ms = Self.duration(v) else {
+                throw ValidationError("--event-log-retention must be a number and s, m, h or d (7d), or 0 for ever; not \(v)")
+            }
+            c.eventLogRetentionMs = ms == 0 ? nil : ms
+        }
         if let v = text(clientId, "TANDEM_CLIENT_ID") {
             guard !v.isEmpty, v.utf8.count <= 65535 else { throw ValidationError("--client-id must not be empty") }
             c.clientId = v
@@ -313,6 +322,16 @@ struct TandemCoordinatorCommand: AsyncParsableCommand {
         let host = text(metricsHost, "TANDEM_METRICS_HOST") ?? "127.0.0.1"
         guard !host.isEmpty else { throw ValidationError("--metrics-host must not be empty") }
         return Settings(configuration: c, level: level, format: format, metricsHost: host, metricsPort: port)
+    }
+
+    /// "90s", "15m", "36h", "7d" (fractions allowed) in milliseconds; "0": 0; nil when it
+    /// is none of these, negative, or over ten years.
+    static func duration(_ text: String) -> Millis? {
+        if text == "0" { return 0 }
+        let units: [Character: Double] = ["s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000]
+        guard let unit = text.last.flatMap({ units[$0] }), let number = Double(text.dropLast()),
+              number.isFinite, number > 0, number * unit <= 10 * 365 * 86_400_000 else { return nil }
+        return max(1, Millis((number * unit).rounded()))
     }
 
     /// What the flags and variables say: the service's configuration, and what the

@@ -120,4 +120,25 @@ import TandemCore
         #expect(receipts(applied.publications).first?["status"] == "accepted")
         #expect(applied.batch.forgetSeenIds == ForgetSeenIds(before: later + 40 - retention, limit: 200))
     }
+
+    /// The event log's retention: every batch that logs events deletes up to twice as
+    /// many expired rows (at least 200), so the log is cut in steps as small as the
+    /// batches that fill it; none when it is kept for ever.
+    @Test func expiredEventLogRowsAreForgottenWithEveryBatchThatLogs() throws {
+        var e = try recovered()
+        let retention = CoordinatorConfiguration.defaultEventLogRetentionMs
+        #expect(e.step(now: Self.t0 + 1).batch.forgetEvents == nil, "nothing logged, no pass due")
+        _ = e.ingest(topic: Self.topic, payload: create("e7", sticker: "s7", at: Self.t0 + 2), now: Self.t0 + 2)
+        let applied = e.step(now: Self.t0 + 40)
+        #expect(applied.batch.events.count == 1)
+        #expect(applied.batch.forgetEvents == ForgetEvents(before: Self.t0 + 40 - retention, limit: 200))
+
+        var c = configuration()
+        c.eventLogRetentionMs = nil
+        var forever = try Engine(configuration: c, epoch: "e0", recovered: Engine.Recovered(), now: Self.t0)
+        _ = forever.ingest(topic: Self.topic, payload: create("e8", sticker: "s8", at: Self.t0 + 2), now: Self.t0 + 2)
+        let kept = forever.step(now: Self.t0 + 40)
+        #expect(kept.batch.events.count == 1)
+        #expect(kept.batch.forgetEvents == nil)
+    }
 }

@@ -63,6 +63,9 @@ import TestSupport
         (["--metrics-port", "-1"], "--metrics-port"),
         (["--metrics-host", ""], "--metrics-host"),
         (["--log-format", "xml"], "--log-format"),
+        (["--event-log-retention", "a week"], "--event-log-retention"),
+        (["--event-log-retention", "-1d"], "--event-log-retention"),
+        (["--event-log-retention", "7"], "--event-log-retention"),
     ])
     func aBadFlagIsAUsageError(arguments: [String], named: String) async throws {
         let result = try await ChildProcess.run(CoordinatorProcess.binary("tandem-coordinator"), arguments, timeout: .seconds(20))
@@ -78,7 +81,8 @@ import TestSupport
         #expect(result.standardError.contains("TANDEM_MQTT_PORT"))
     }
 
-    @Test(arguments: [("TANDEM_METRICS_PORT", "ninety"), ("TANDEM_METRICS_PORT", "65536"), ("TANDEM_LOG_FORMAT", "yaml")])
+    @Test(arguments: [("TANDEM_METRICS_PORT", "ninety"), ("TANDEM_METRICS_PORT", "65536"), ("TANDEM_LOG_FORMAT", "yaml"),
+                      ("TANDEM_EVENT_LOG_RETENTION", "soon")])
     func aBadObservabilityVariableIsAUsageError(variable: String, value: String) async throws {
         var environment = ProcessInfo.processInfo.environment
         environment[variable] = value

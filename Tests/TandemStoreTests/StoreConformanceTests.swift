@@ -224,6 +224,29 @@ import TestSupport
         }
     }
 
+    /// The event log's retention: rows processed before the cutoff go, the oldest first,
+    /// at most `limit` a batch, and only among the `limit` oldest rows.
+    @Test(arguments: Backend.allCases)
+    func eventLogRowsAreForgottenInBoundedSteps(_ backend: Backend) async throws {
+        try await withStore(backend) { store, _ in
+            let ats: [Millis] = [100, 200, 300, 400, 500]
+            try await store.commit(StoreBatch(events: ats.enumerated().map { Self.event("alice", "e\($0.offset)", at: $0.element) }))
+            func left() async throws -> [Millis] { try await store.eventLog(after: 0, limit: 100).map(\.at) }
+            // Deleted before anything else of the batch is written.
+            try await store.commit(StoreBatch(forgetEvents: ForgetEvents(before: 350, limit: 1), events: [Self.event("bob", "b1", at: 600)]))
+            #expect(try await left() == [200, 300, 400, 500, 600])
+            try await store.commit(StoreBatch(forgetEvents: ForgetEvents(before: 350, limit: 2)))
+            #expect(try await left() == [400, 500, 600])
+            // Nothing expired: nothing goes.
+            try await store.commit(StoreBatch(forgetEvents: ForgetEvents(before: 350, limit: 100)))
+            #expect(try await left() == [400, 500, 600])
+            // Only the oldest `limit` rows are looked at: a later row's age does not matter.
+            try await store.commit(StoreBatch(forgetEvents: ForgetEvents(before: 10_000, limit: 2)))
+            #expect(try await left() == [600])
+            #expect(try await store.summary().events == 1)
+        }
+    }
+
     /// What a restart reads of the conversations: every row with its latest messages,
     /// oldest first, in one call.
     @Test(arguments: Backend.allCases)

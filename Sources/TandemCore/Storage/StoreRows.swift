@@ -207,6 +207,8 @@ public struct RoomMembersRow: Sendable, Equatable {
 public struct StoreBatch: Sendable, Equatable {
     /// Seen ids whose retention ran out, to delete.
     public var forgetSeenIds: ForgetSeenIds?
+    /// Event-log rows past the retention, to delete.
+    public var forgetEvents: ForgetEvents?
     public var seenIds: [SeenId]
     public var events: [EventLogRow]
     public var entities: [EntityRow]
@@ -216,10 +218,11 @@ public struct StoreBatch: Sendable, Equatable {
     /// Rooms whose members changed, each with its whole member list after the batch.
     public var roomMembers: [RoomMembersRow]
 
-    public init(forgetSeenIds: ForgetSeenIds? = nil, seenIds: [SeenId] = [], events: [EventLogRow] = [], entities: [EntityRow] = [],
-                messages: [DMMessageRow] = [], readMarks: [DMReadMark] = [], logbook: [LogbookRow] = [],
+    public init(forgetSeenIds: ForgetSeenIds? = nil, forgetEvents: ForgetEvents? = nil, seenIds: [SeenId] = [], events: [EventLogRow] = [],
+                entities: [EntityRow] = [], messages: [DMMessageRow] = [], readMarks: [DMReadMark] = [], logbook: [LogbookRow] = [],
                 roomMembers: [RoomMembersRow] = []) {
         self.forgetSeenIds = forgetSeenIds
+        self.forgetEvents = forgetEvents
         self.seenIds = seenIds
         self.events = events
         self.entities = entities
@@ -230,8 +233,8 @@ public struct StoreBatch: Sendable, Equatable {
     }
 
     public var isEmpty: Bool {
-        forgetSeenIds == nil && seenIds.isEmpty && events.isEmpty && entities.isEmpty && messages.isEmpty && readMarks.isEmpty
-            && logbook.isEmpty && roomMembers.isEmpty
+        forgetSeenIds == nil && forgetEvents == nil && seenIds.isEmpty && events.isEmpty && entities.isEmpty && messages.isEmpty
+            && readMarks.isEmpty && logbook.isEmpty && roomMembers.isEmpty
     }
 }
 
@@ -239,6 +242,21 @@ public struct StoreBatch: Sendable, Equatable {
 /// deletes about as many as it remembers, so forgetting costs each commit a share in
 /// proportion, and a backlog (after a long stop) goes away a bounded piece at a time.
 public struct ForgetSeenIds: Sendable, Equatable {
+    public var before: Millis
+    public var limit: Int
+
+    public init(before: Millis, limit: Int) {
+        self.before = before
+        self.limit = limit
+    }
+}
+
+/// Event-log rows processed before `before` are deleted, the oldest first, at most
+/// `limit` of them, and only among the `limit` oldest rows: a batch deletes about as
+/// many as it logs, so the log's retention costs each commit a bounded share (a few
+/// pages at the start of the table, in both stores), and a backlog (a lowered
+/// retention, a long stop) goes away a bounded piece at a time.
+public struct ForgetEvents: Sendable, Equatable {
     public var before: Millis
     public var limit: Int
 
