@@ -311,8 +311,12 @@ public actor BrokerAccessAdmin {
         guard let client else { throw BrokerAccessError.noAnswer("the admin client is not started") }
         let (id, tagged) = router.register(commands)
         let payload = JSON.obj(["commands": .array(tagged)]).serialized()
+        // Handed over, not awaited: publish would wait for a PUBACK for as long as the
+        // connection is down; the answer's timeout bounds every exchange instead (a
+        // message still in the outbox then goes out later, harmlessly: changes are
+        // idempotent, and the reconcile after the reconnect makes the broker right).
         do {
-            try await client.publish(Self.controlTopic, payload: payload, qos: .atLeastOnce)
+            try client.enqueue(Self.controlTopic, payload: payload, qos: .atLeastOnce)
         } catch {
             router.fail(id, "publishing the control message failed: \(error)")
         }

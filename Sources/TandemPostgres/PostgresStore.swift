@@ -137,6 +137,9 @@ public actor PostgresStore: CoordinatorStore {
 
     // MARK: Writing
 
+    /// The longest one attempt of a commit may wait for the server.
+    static let commitAttemptTimeout: Duration = .seconds(5)
+
     public func commit(_ batch: StoreBatch) async throws {
         guard !batch.isEmpty else { return }
         batchNumber += 1
@@ -149,6 +152,16 @@ public actor PostgresStore: CoordinatorStore {
             }
             do {
                 let connection = try await link.open()
+                // A server that goes away mid-statement (a restart) can leave a query
+                // waiting for an answer that never comes: no attempt waits longer than
+                // this. Closing the connection fails the query as a connection loss,
+                // and the batch marker keeps a retry from applying it twice.
+                let watchdog = Task { [logger] in
+                    try await Task.sleep(for: Self.commitAttemptTimeout)
+                    logger.warning("commit batch \(number): no answer for \(Self.commitAttemptTimeout); closing the connection and retrying")
+                    try? await connection.close()
+                }
+                defer { watchdog.cancel() }
                 if attempt > 0, try await committed(term: fence?.term ?? 0, batch: number, on: connection) {
                     logger.notice("batch \(number) had committed before the connection was lost; not writing it again")
                     return

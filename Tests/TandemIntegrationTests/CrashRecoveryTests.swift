@@ -106,6 +106,8 @@ import TestSupport
         let alice = peers[0], bob = peers[1]
         let shared = ["shared-0", "shared-1", "shared-2"]
         let t = nowMillis() - 1_000
+        // alice's room; bob and carol are its editors.
+        try await alice.invite(room: room, ["bob", "carol"], at: t - 10)
         for (i, sticker) in shared.enumerated() {
             try await alice.edit(room: room, .edit("setup-c\(i)", "create", sticker: sticker, at: t + Int64(2 * i), image: "shared.png", frame: (0, 0, 10, 10)))
             try await alice.edit(room: room, .edit("setup-r\(i)", "release", sticker: sticker, at: t + Int64(2 * i + 1)))

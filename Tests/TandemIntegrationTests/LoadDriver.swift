@@ -271,10 +271,11 @@ func verifyLoad(
     var replay = RoomState(roomId: room)
     for row in roomRows {
         let event = try EditEvent.decode(try #require(row.payload)).get()
-        let outcome = replay.apply(event, from: row.userId, now: row.at, lease: 3_600_000)
+        let outcome = replay.apply(event, from: row.userId, now: row.at, lease: 3_600_000, rules: MembershipRules.Context()).outcome
         #expect(outcome.isAccepted && outcome.version == row.version, "replay of \(row.userId)/\(row.id) at v\(row.version ?? -1): \(outcome)")
     }
     #expect(snapshot["version"]?.int64Value == replay.version)
+    #expect(memberList(snapshot) == replay.members.list.map { "\($0.userId)/\($0.role.rawValue)" })
     let live = stickers(snapshot)
     #expect(live.compactMap { $0["id"]?.stringValue } == replay.stickers.map(\.id))
     for (got, want) in zip(live, replay.stickers) {
