@@ -72,9 +72,28 @@ final class RoomsScenario: Scenario {
         return Outgoing(client: c, topic: options.topics.roomEvents(room: roomId(r), user: user(c)), payload: e.json().serialized(), id: id, target: targets[r])
     }
 
-    /// Creates every sticker (by its owner; `already_exists` from an earlier run is fine),
-    /// then a release, so that every lock is free when the load starts.
+    /// Makes each room by inviting every client with stickers in it (rooms belong to
+    /// their members: the first such client owns it; `already_member` from an earlier
+    /// run is fine), then creates every sticker (by its owner; `already_exists` from an
+    /// earlier run is fine), then a release, so that every lock is free when the load
+    /// starts. (scripts/bench runs the coordinator with --max-room-members high enough.)
     func setup() -> [[Outgoing]] {
+        var invites: [Outgoing] = []
+        for r in 0..<roomCount {
+            var members: [Int] = []
+            for s in 0..<options.stickers {
+                let c = layout == .owned ? (r * options.stickers + s) % options.clients : s % options.clients
+                if !members.contains(c) { members.append(c) }
+            }
+            if layout == .contended { members = Array(0..<options.clients) }
+            guard let owner = members.first else { continue }
+            for member in members.dropFirst() {
+                let id = "\(options.nonce)-i\(r).\(member)"
+                let invite = EditEvent(eventId: id, type: .invite, member: user(member), timestamp: wallMillis())
+                invites.append(Outgoing(client: owner, topic: options.topics.roomEvents(room: roomId(r), user: user(owner)),
+                                        payload: invite.json().serialized(), id: id, target: targets[r]))
+            }
+        }
         var creates: [Outgoing] = []
         var releases: [Outgoing] = []
         for r in 0..<roomCount {
@@ -84,7 +103,7 @@ final class RoomsScenario: Scenario {
                 releases.append(event(client: c, room: r, sticker: s, type: .release, id: "\(options.nonce)-x\(r).\(s)"))
             }
         }
-        return [creates, releases]
+        return [invites, creates, releases]
     }
 
     private static let cycle: [EditEvent.Kind] = [.acquire, .update, .release]
