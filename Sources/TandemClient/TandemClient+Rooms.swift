@@ -80,6 +80,34 @@ extension TandemClient {
 
     // MARK: Members
 
+    /// This user's rooms, from its own retained list (`users/{userId}/rooms/+`): the
+    /// whole list (by room id) after every change, starting with what is held. A room
+    /// appears when the user makes it or is invited, changes when its role or the owner
+    /// changes, and goes when the user leaves or is removed, or the room closes.
+    public func myRooms() async throws -> AsyncStream<[RoomMembership]> {
+        if membershipListeners == nil {
+            membershipListeners = Broadcast(buffering: .bufferingNewest(64))
+            let prefix = topics.userRoom(user: user, room: "")
+            try await follow([topics.userRoom(user: user, room: "+")]) { client, message in
+                client.take(membership: message, prefix: prefix)
+            }
+        }
+        return membershipListeners!.listen(first: [memberships.values.sorted { $0.roomId < $1.roomId }])
+    }
+
+    private func take(membership message: TransportMessage, prefix: String) {
+        guard message.topic.hasPrefix(prefix) else { return }
+        let roomId = String(message.topic.dropFirst(prefix.count))
+        if message.payload.isEmpty {
+            guard memberships.removeValue(forKey: roomId) != nil else { return }
+        } else {
+            guard let entry = read("room entry", message, RoomMembership.decode), entry.roomId == roomId else { return }
+            guard memberships[roomId] != entry else { return }
+            memberships[roomId] = entry
+        }
+        membershipListeners?.send(memberships.values.sorted { $0.roomId < $1.roomId })
+    }
+
     /// Invites `member` into `room` as an editor or a viewer (the owner only; a room
     /// that does not exist yet is made, with this user its owner). Returns the receipt.
     public func invite(_ member: String, to room: String, as role: MemberRole = .editor, timestamp: Millis = WallClock.now()) async throws -> Receipt {

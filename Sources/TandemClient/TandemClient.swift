@@ -49,6 +49,9 @@ public actor TandemClient {
     var connectionListeners = Broadcast<ConnectionChange>(buffering: .unbounded)
     var coordinator: Broadcast<CoordinatorStatus>?
     var rooms: [String: RoomWatch] = [:]
+    /// This user's rooms as its retained room list says (nil: not followed yet).
+    var memberships: [String: RoomMembership] = [:]
+    var membershipListeners: Broadcast<[RoomMembership]>?
     /// The room of each edit sent and not yet settled, so its receipt reaches the room's
     /// watchers even after a new epoch dropped it from the replica.
     var roomOfEdit: [String: String] = [:]

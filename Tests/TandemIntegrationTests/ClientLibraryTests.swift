@@ -88,6 +88,39 @@ import TestSupport
     }
 
     /// The first element that satisfies `condition`, or an error after a generous bound.
+    /// A user's own room list follows invitations, roles and removals; the room's
+    /// stream carries the members; invite, role and remove return their receipts.
+    @Test func myRoomsFollowInvitesRolesAndRemovals() async throws {
+        try await withBroker(.shipped) { broker in
+            let coordinator = try await CoordinatorProcess.start(broker: broker)
+            let alice = try client(broker, "alice", device: "phone")
+            let bob = try client(broker, "bob", device: "phone")
+            try await alice.connect()
+            try await bob.connect()
+            let bobsRooms = try await bob.myRooms()
+            let bobsView = try await bob.room("club")
+
+            let made = try await alice.invite("bob", to: "club", as: .viewer)
+            #expect(made.status == .accepted && made.version == 1, "\(made)")
+            let invited = try await first(bobsRooms) { $0.map(\.roomId) == ["club"] }
+            #expect(invited.first?.role == .viewer && invited.first?.owner == "alice" && invited.first?.invitedBy == "alice")
+            let seen = try await first(bobsView) { $0.version >= 1 }
+            #expect(seen.members.map(\.userId) == ["alice", "bob"])
+
+            #expect(try await alice.setRole(.editor, of: "bob", in: "club").status == .accepted)
+            _ = try await first(bobsRooms) { $0.first?.role == .editor }
+            let refused = try await bob.invite("carol", to: "club")
+            #expect(refused.status == .rejected && refused.code == .forbidden, "\(refused)")
+            #expect(try await alice.remove("bob", from: "club").status == .accepted)
+            _ = try await first(bobsRooms) { $0.isEmpty }
+            let gone = try await bob.edit(.create, sticker: "s1", in: "club", image: "b.png", frame: Frame(x: 0, y: 0, width: 1, height: 1))
+            #expect(gone.code == .notMember, "\(gone)")
+            await alice.close()
+            await bob.close()
+            await coordinator.stop()
+        }
+    }
+
     func first<Element: Sendable>(
         _ stream: AsyncStream<Element>, timeout: Duration = .seconds(30), where condition: @escaping @Sendable (Element) -> Bool
     ) async throws -> Element {
