@@ -34,11 +34,15 @@ public actor RoomAgent {
 
     public func run(input: AsyncStream<String>) async throws -> Int32 {
         let updates = try await client.roomUpdates(roomId)
+        // A removed member hears nothing more of the room itself: its own room list says.
+        let memberships = try await client.myRooms()
         return try await session.runInteractive(
             input: input, settle: Self.retainedWait,
             consumers: [{
                 for await update in updates { await self.handle(update) }
                 await self.updatesEnded()
+            }, {
+                for await list in memberships { await self.handle(memberships: list) }
             }],
             start: { await self.start() },
             line: { await self.handle(line: $0) },
@@ -123,6 +127,17 @@ public actor RoomAgent {
         return true
     }
 
+    /// Whether this user's room list held the room (nil: not heard yet).
+    private var listed: Bool?
+
+    private func handle(memberships list: [RoomMembership]) {
+        let now = list.contains { $0.roomId == roomId }
+        defer { listed = now }
+        guard let was = listed, was, !now else { return }
+        console.output(human: "you are no longer a member of room \(roomId)",
+                       json: .obj(["type": "membership", "event": "removed", "roomId": .string(roomId), "role": .null]))
+    }
+
     /// One line when this user was invited to, removed from or made owner of the room.
     private func announceMembership(before: RoomReplica, after: RoomReplica) {
         guard after.epoch != nil else { return }
@@ -134,7 +149,7 @@ public actor RoomAgent {
         switch (was, now) {
         case (nil, let role?) where role != .owner: what = "invited"
         case (_, .owner?) where was != nil: what = "owner"
-        case (.some, nil): what = "removed"
+        case (.some, nil): return  // said from the user's room list (handle(memberships:))
         case (_, let role?): what = role == .owner ? "owner" : "role"
         default: return
         }
