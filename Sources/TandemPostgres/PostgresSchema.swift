@@ -86,21 +86,7 @@ enum PostgresSchema {
                 since BIGINT NOT NULL, invited_by TEXT, position INT NOT NULL,
                 PRIMARY KEY(room_id, user_id))
             """,
-            """
-            INSERT INTO room_members(room_id, user_id, role, since, invited_by, position)
-            SELECT target, user_id, CASE WHEN position = 0 THEN 'owner' ELSE 'editor' END, first_at, NULL, position
-            FROM (
-                SELECT target, user_id, first_at,
-                       (ROW_NUMBER() OVER (PARTITION BY target ORDER BY first_seq) - 1)::int AS position
-                FROM (
-                    SELECT target, user_id, MIN(seq) AS first_seq, MIN(at) AS first_at
-                    FROM event_log
-                    WHERE kind = 'room' AND status = 'accepted'
-                      AND target IN (SELECT key FROM entities WHERE kind = 'room')
-                    GROUP BY target, user_id
-                ) AS firsts
-            ) AS numbered
-            """,
+            RoomMembersUpgrade.fill,
         ]),
     ]
 

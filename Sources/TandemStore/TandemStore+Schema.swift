@@ -102,27 +102,9 @@ extension TandemStore {
                     PRIMARY KEY(room_id, user_id)
                 ) STRICT, WITHOUT ROWID;
                 """)
-            try db.execute(TandemStore.fillRoomMembers)
+            try db.execute(RoomMembersUpgrade.fill)
         },
     ]
-
-    /// The upgrade rule as one statement (both stores run its like): each user's first
-    /// accepted event in each room that exists, numbered by it within the room.
-    static let fillRoomMembers = """
-        INSERT INTO room_members(room_id, user_id, role, since, invited_by, position)
-        SELECT target, user_id, CASE WHEN position = 0 THEN 'owner' ELSE 'editor' END, first_at, NULL, position
-        FROM (
-            SELECT target, user_id, first_at,
-                   ROW_NUMBER() OVER (PARTITION BY target ORDER BY first_seq) - 1 AS position
-            FROM (
-                SELECT target, user_id, MIN(seq) AS first_seq, MIN(at) AS first_at
-                FROM event_log
-                WHERE kind = 'room' AND status = 'accepted'
-                  AND target IN (SELECT key FROM entities WHERE kind = 'room')
-                GROUP BY target, user_id
-            )
-        )
-        """
 
     /// 16 lowercase hex digits from the system's secure generator.
     static func makeEpoch() -> String {

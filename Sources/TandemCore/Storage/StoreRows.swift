@@ -192,6 +192,29 @@ public struct RoomMemberRow: Sendable, Equatable {
     }
 }
 
+/// The upgrade to room membership (CONTRACT "Room membership", rooms that existed
+/// before it), one statement both stores run in their migration: every user with an
+/// accepted event in a room that exists becomes a member in the order of their first
+/// accepted events, the first the owner, the others editors. (Valid SQL for SQLite and
+/// PostgreSQL alike.)
+public enum RoomMembersUpgrade {
+    public static let fill = """
+        INSERT INTO room_members(room_id, user_id, role, since, invited_by, position)
+        SELECT target, user_id, CASE WHEN position = 0 THEN 'owner' ELSE 'editor' END, first_at, NULL, position
+        FROM (
+            SELECT target, user_id, first_at,
+                   ROW_NUMBER() OVER (PARTITION BY target ORDER BY first_seq) - 1 AS position
+            FROM (
+                SELECT target, user_id, MIN(seq) AS first_seq, MIN(at) AS first_at
+                FROM event_log
+                WHERE kind = 'room' AND status = 'accepted'
+                  AND target IN (SELECT key FROM entities WHERE kind = 'room')
+                GROUP BY target, user_id
+            ) AS firsts
+        ) AS numbered
+        """
+}
+
 /// A room's members after a batch, all of them: the store replaces the room's rows
 /// with these (none left: a closed room).
 public struct RoomMembersRow: Sendable, Equatable {
