@@ -34,6 +34,8 @@ CONTRACT_ENV = {
     "TANDEM_MQTT_PASSWORD_FILE", "TANDEM_MQTT_CA_FILE", "TANDEM_MQTT_CERT_FILE",
     "TANDEM_MQTT_KEY_FILE", "TANDEM_METRICS_PORT", "TANDEM_METRICS_HOST",
     "TANDEM_LEADER_LEASE_SECONDS", "TANDEM_INSTANCE_ID", "TANDEM_LOG_FORMAT",
+    # Tandem's own additions beside the contract's (README, "Configuration").
+    "TANDEM_BROKER_ADMIN_USERNAME", "TANDEM_BROKER_ADMIN_PASSWORD_FILE",
 }
 # libpq's own variables, which the coordinator honours the way libpq does for a
 # PostgreSQL URL without a password (docs/OPERATIONS.md).
