@@ -9,7 +9,11 @@ import TandemMQTT
 extension CoordinatorService {
     /// Connects the admin client and makes the broker's room access match `engine`;
     /// nil (with one warning) when no admin account is configured.
-    func startBrokerAccess(engine: inout Engine) async throws -> BrokerAccessAdmin? {
+    /// `gate`: the leader lease's fence, closed once the lease is lost (nothing more is
+    /// sent and the connection is never made again). The client id names this process
+    /// (`{client-id}-admin-{instanceId}`), so an old leader's admin connection and the new
+    /// leader's never take each other's place at the broker.
+    func startBrokerAccess(engine: inout Engine, gate: (@Sendable () -> Bool)?) async throws -> BrokerAccessAdmin? {
         guard let username = configuration.brokerAdminUsername else {
             logger.warning("no broker admin account (--broker-admin-username): reads of rooms are not restricted by the broker; writes of non-members are still refused")
             return nil
@@ -17,10 +21,10 @@ extension CoordinatorService {
         let admin = BrokerAccessAdmin(
             configuration: MQTTConfiguration(
                 host: configuration.host, port: configuration.port,
-                clientId: "\(configuration.clientId)-admin",
+                clientId: "\(configuration.clientId)-admin-\(configuration.instanceId)",
                 username: username, password: configuration.brokerAdminPassword,
-                session: .cleanStart, tls: configuration.tls),
-            topicRoot: configuration.topicRoot, logger: logger, maxMessageBytes: 60_000, answerTimeout: .seconds(10))
+                session: .cleanStart, tls: configuration.tls, gate: gate),
+            topicRoot: configuration.topicRoot, logger: logger, maxMessageBytes: 60_000, answerTimeout: .seconds(5))
         try await admin.start()
         let report = try await admin.reconcile(engine.roomAccess)
         logReconcile(report, reason: "the term started")
@@ -30,7 +34,7 @@ extension CoordinatorService {
 
     /// Applies one step's changes; a refusal or a timeout is logged with its reason and
     /// followed by a reconcile, which retries until the broker matches.
-    func apply(_ changes: [RoomAccessChange], on admin: BrokerAccessAdmin, engineAccess: [String: Set<String>]?) async {
+    func apply(_ changes: [RoomAccessChange], on admin: BrokerAccessAdmin) async {
         do {
             try await admin.apply(changes)
         } catch {

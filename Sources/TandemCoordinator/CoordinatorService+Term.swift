@@ -96,7 +96,7 @@ extension CoordinatorService {
         // before anything is published.
         let access: BrokerAccessAdmin?
         do {
-            access = try await startBrokerAccess(engine: &engine)
+            access = try await startBrokerAccess(engine: &engine, gate: gate)
         } catch {
             await reader.close()
             await store.close()
@@ -228,28 +228,37 @@ extension CoordinatorService {
             if let checkpointer {
                 group.addTask { [logger] in try await Self.checkpoint(checkpointer, logger: logger) }
             }
+            // The broker's admin connection, followed beside the term and not awaited when
+            // it ends: an exchange with the broker waits up to its answer timeout, and a
+            // lost lease must end the term at once.
+            var accessTasks: [Task<Void, Never>] = []
             if let access {
-                group.addTask {
+                accessTasks.append(Task {
                     var first = true
                     for await event in access.connectionEvents {
                         guard case .connected = event else { continue }
                         if first { first = false; continue }
                         feed.yield(.brokerAccessReconnected)
                     }
-                }
+                })
                 // Users an operator added at run time can be invited within seconds.
-                group.addTask { [logger] in
+                accessTasks.append(Task { [logger] in
                     while !Task.isCancelled {
-                        try await Task.sleep(for: .seconds(10))
                         do {
+                            try await Task.sleep(for: .seconds(10))
                             feed.yield(.knownUsers(try await access.knownUsers()))
+                        } catch is CancellationError {
+                            return
                         } catch {
                             logger.warning("could not read the broker's users", error: error)
                         }
                     }
-                }
+                })
             }
-            defer { group.cancelAll() }
+            defer {
+                group.cancelAll()
+                for task in accessTasks { task.cancel() }
+            }
 
             let timer = DeadlineTimer(feed: feed, clock: clock)
             // Work may be due before any message arrives (the republishing after a start,
@@ -350,7 +359,7 @@ extension CoordinatorService {
                                     try await store.commit(batch)
                                     // Read rights change before the step is published: an
                                     // invitee can read the snapshot that shows it.
-                                    if let access, !grants.isEmpty { await apply(grants, on: access, engineAccess: nil) }
+                                    if let access, !grants.isEmpty, fence?.holds ?? true { await apply(grants, on: access) }
                                     feed.yield(.committed(nil))
                                     return nil
                                 } catch {
