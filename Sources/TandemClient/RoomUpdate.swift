@@ -22,6 +22,16 @@ public struct RoomUpdate: Sendable {
         /// The receipt of one of this client's edits (the first one: resends' receipts
         /// are not repeated); a rejected edit is rolled back in ``RoomUpdate/replica``.
         case receipt(Receipt, Outgoing)
+        /// This user is no longer a member (removed, left, or the room closed), as its own
+        /// room list says: the last update; both of the room's streams end after it.
+        case noLongerMember(RoomMembershipEnd)
+    }
+
+    /// Why a room's streams ended.
+    public enum RoomMembershipEnd: String, Sendable {
+        /// The user's entry in its room list was cleared: removed by the owner, left,
+        /// or the room closed.
+        case removed
     }
 
     public let cause: Cause

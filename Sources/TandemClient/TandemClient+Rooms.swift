@@ -27,6 +27,9 @@ extension TandemClient {
     private func watch(room id: String) async throws {
         guard rooms[id] == nil else { return }
         rooms[id] = RoomWatch(replica: RoomReplica(roomId: id))
+        // The room list says when this user is no longer a member (the room itself then
+        // goes quiet: the broker withholds it).
+        try await followMemberships()
         let state = topics.roomState(room: id)
         try await follow([state, topics.roomChanges(room: id)]) { client, message in
             if message.topic == state {
@@ -54,6 +57,16 @@ extension TandemClient {
         }
         let applied = rooms[id]!.replica.changes(changes)
         changed(room: id, .changes(changes, applied: applied), expiredLocks: expired, replicaChanged: applied)
+    }
+
+    /// The last update of a watched room this user no longer belongs to, then the end of
+    /// its streams. Watching it again starts anew.
+    func endRoom(_ id: String, _ reason: RoomUpdate.RoomMembershipEnd) {
+        guard rooms[id] != nil else { return }
+        changed(room: id, .noLongerMember(reason), replicaChanged: false)
+        rooms[id]!.replicas.finish()
+        rooms[id]!.updates.finish()
+        rooms[id] = nil
     }
 
     /// Tells the room's listeners: every update to ``roomUpdates(_:)``, the replica to
@@ -85,14 +98,17 @@ extension TandemClient {
     /// appears when the user makes it or is invited, changes when its role or the owner
     /// changes, and goes when the user leaves or is removed, or the room closes.
     public func myRooms() async throws -> AsyncStream<[RoomMembership]> {
-        if membershipListeners == nil {
-            membershipListeners = Broadcast(buffering: .bufferingNewest(64))
-            let prefix = topics.userRoom(user: user, room: "")
-            try await follow([topics.userRoom(user: user, room: "+")]) { client, message in
-                client.take(membership: message, prefix: prefix)
-            }
-        }
+        try await followMemberships()
         return membershipListeners!.listen(first: [memberships.values.sorted { $0.roomId < $1.roomId }])
+    }
+
+    private func followMemberships() async throws {
+        guard membershipListeners == nil else { return }
+        membershipListeners = Broadcast(buffering: .bufferingNewest(64))
+        let prefix = topics.userRoom(user: user, room: "")
+        try await follow([topics.userRoom(user: user, room: "+")]) { client, message in
+            client.take(membership: message, prefix: prefix)
+        }
     }
 
     private func take(membership message: TransportMessage, prefix: String) {
@@ -100,6 +116,7 @@ extension TandemClient {
         let roomId = String(message.topic.dropFirst(prefix.count))
         if message.payload.isEmpty {
             guard memberships.removeValue(forKey: roomId) != nil else { return }
+            endRoom(roomId, .removed)
         } else {
             guard let entry = read("room entry", message, RoomMembership.decode), entry.roomId == roomId else { return }
             guard memberships[roomId] != entry else { return }

@@ -111,8 +111,13 @@ import TestSupport
             _ = try await first(bobsRooms) { $0.first?.role == .editor }
             let refused = try await bob.invite("carol", to: "club")
             #expect(refused.status == .rejected && refused.code == .forbidden, "\(refused)")
+            let bobsUpdates = try await bob.roomUpdates("club")
             #expect(try await alice.remove("bob", from: "club").status == .accepted)
             _ = try await first(bobsRooms) { $0.isEmpty }
+            // bob's room streams end, the last update saying why.
+            var last: RoomUpdate?
+            for await update in bobsUpdates { last = update }
+            if case .noLongerMember(.removed)? = last?.cause {} else { Issue.record("the last update: \(String(describing: last?.cause))") }
             let gone = try await bob.edit(.create, sticker: "s1", in: "club", image: "b.png", frame: Frame(x: 0, y: 0, width: 1, height: 1))
             #expect(gone.code == .notMember, "\(gone)")
             await alice.close()

@@ -214,6 +214,9 @@ public actor RoomAgent {
             for change in changes.changes where applied && change.userId == session.user {
                 if let eventId = change.eventId { pendingStickers.removeValue(forKey: eventId) }
             }
+        case .noLongerMember:
+            // Said from the room list (handle(memberships:)).
+            return
         case .snapshot(_, let newEpoch):
             // A new epoch throws away what was pending in the replica; the client still
             // resends until each gets its receipt.
