@@ -131,7 +131,7 @@ public actor BrokerAccessAdmin {
                         if let (room, _) = naming.room(of: acl) { rooms[room, default: 0] += 1 }
                     }
                 }
-                readable[user] = Set(rooms.filter { $0.value >= 2 }.keys)
+                readable[user] = Set(rooms.filter { $0.value >= RoomRoleNaming.aclsPerRoom }.keys)
             }
             return readable
         }

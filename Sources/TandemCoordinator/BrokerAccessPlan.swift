@@ -109,28 +109,29 @@ struct RoomRoleNaming: Sendable {
         return Identifier.isValid(rest) ? (String(rest), 1) : nil
     }
 
-    func stateTopic(_ room: String) -> String { "\(root)/rooms/\(room)/state" }
-    func changesTopic(_ room: String) -> String { "\(root)/rooms/\(room)/changes" }
+    /// Everything under the room (`state`, `changes`, and the members' own `events`): one
+    /// ACL per room, not one per topic, because every modifying command makes the plugin
+    /// rewrite its whole file and a control message is capped by `max_packet_size`, so a
+    /// reconcile's cost grows with the ACLs' bytes (half the commands from an empty
+    /// broker). Members reading each other's raw events stay within the room.
+    func roomFilter(_ room: String) -> String { "\(root)/rooms/\(room)/#" }
 
     func acls(_ room: String) -> [DynsecACL] {
-        [DynsecACL(type: "publishClientReceive", topic: stateTopic(room), allow: true),
-         DynsecACL(type: "publishClientReceive", topic: changesTopic(room), allow: true)]
+        [DynsecACL(type: "publishClientReceive", topic: roomFilter(room), allow: true)]
     }
 
-    /// The room of an ACL this naming writes, and whether it is the state topic's.
+    /// How many ACLs make a room readable (``acls(_:)``).
+    static let aclsPerRoom = 1
+
+    /// The room of an ACL this naming writes. ACLs of the earlier form (one for `state`,
+    /// one for `changes`) are not this naming's: a reconcile rewrites them.
     func room(of acl: DynsecACL) -> (room: String, state: Bool)? {
         guard acl.type == "publishClientReceive", acl.allow else { return nil }
         let head = root + "/rooms/"
-        guard acl.topic.hasPrefix(head) else { return nil }
-        let rest = acl.topic.dropFirst(head.count)
-        guard let slash = rest.firstIndex(of: "/") else { return nil }
-        let room = rest[..<slash]
+        guard acl.topic.hasPrefix(head), acl.topic.hasSuffix("/#") else { return nil }
+        let room = acl.topic.dropFirst(head.count).dropLast(2)
         guard Identifier.isValid(room) else { return nil }
-        switch rest[rest.index(after: slash)...] {
-        case "state": return (String(room), true)
-        case "changes": return (String(room), false)
-        default: return nil
-        }
+        return (String(room), true)
     }
 }
 
@@ -220,7 +221,7 @@ struct ReconcilePlan {
             }
             let attached = Set(attachedRoles)
             let existing = shardsByUser[user] ?? [:]
-            // What each existing shard holds now: rooms with both ACLs, in the order found.
+            // What each existing shard holds now: rooms with their ACL, in the order found.
             var held: [Int: [String]] = [:]
             var readable = Set<String>()
             for (shard, rolename) in existing {
@@ -231,7 +232,7 @@ struct ReconcilePlan {
                     if seen[room] == nil { order.append(room) }
                     seen[room, default: 0] += 1
                 }
-                held[shard] = order.filter { seen[$0] == 2 }
+                held[shard] = order.filter { seen[$0] == RoomRoleNaming.aclsPerRoom }
                 if attached.contains(rolename) { readable.formUnion(held[shard]!) }
             }
             // Keep every room where it is (fewest rewrites), up to a shard's capacity;
@@ -300,7 +301,7 @@ struct ReconcilePlan {
                 for (index, shard) in rewrites {
                     guard let room = placed[shard]?.first(where: { gained.contains($0) }) else { continue }
                     let rolename = naming.role(user, shard: shard)
-                    let held = naming.acls(room)[1]
+                    let held = naming.acls(room).last!
                     let kept = (placed[shard] ?? []).flatMap { naming.acls($0) }.filter { $0 != held }
                     commands[index] = .obj(["command": "modifyRole", "rolename": .string(rolename), "acls": .array(kept.map(\.json))])
                     kicks.append((.obj([
