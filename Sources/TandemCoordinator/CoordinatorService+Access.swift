@@ -34,12 +34,16 @@ extension CoordinatorService {
 
     /// Applies one step's changes; a refusal or a timeout is logged with its reason and
     /// followed by a reconcile, which retries until the broker matches.
-    func apply(_ changes: [RoomAccessChange], on admin: BrokerAccessAdmin) async {
+    /// Returns false when the broker refused or did not answer: the caller asks for a
+    /// reconcile, which retries what is still wrong.
+    func apply(_ changes: [RoomAccessChange], on admin: BrokerAccessAdmin) async -> Bool {
         do {
             try await admin.apply(changes)
+            return true
         } catch {
-            logger.error("the broker refused or did not answer room access changes; they are retried by the next reconcile", error: error,
+            logger.error("the broker refused or did not answer room access changes; a reconcile retries them", error: error,
                          metadata: ["changes": "\(changes.count)"])
+            return false
         }
     }
 

@@ -21,7 +21,8 @@ extension CoordinatorService {
         case leaseLost(String)
         /// The batch in flight committed (nil) or failed.
         case committed((any Error)?)
-        /// The admin connection to the broker came back: reconcile room access.
+        /// The admin connection to the broker came back, or the broker refused a step's
+        /// changes: reconcile room access with the engine's.
         case brokerAccessReconnected
         /// The broker's users, read again (an invite of anyone else is `unknown_user`).
         case knownUsers(Set<String>)
@@ -305,7 +306,7 @@ extension CoordinatorService {
                     case .brokerAccessReconnected:
                         if let access {
                             let desired = engine.roomAccess
-                            Task { [self] in await reconcile(desired, on: access, reason: "the admin connection came back") }
+                            Task { [self] in await reconcile(desired, on: access, reason: "the admin connection came back, or the broker refused a change") }
                         }
                     case .knownUsers(let users):
                         engine.setKnownUsers(users)
@@ -359,7 +360,9 @@ extension CoordinatorService {
                                     try await store.commit(batch)
                                     // Read rights change before the step is published: an
                                     // invitee can read the snapshot that shows it.
-                                    if let access, !grants.isEmpty, fence?.holds ?? true { await apply(grants, on: access) }
+                                    if let access, !grants.isEmpty, fence?.holds ?? true, await !apply(grants, on: access) {
+                                        feed.yield(.brokerAccessReconnected)
+                                    }
                                     feed.yield(.committed(nil))
                                     return nil
                                 } catch {

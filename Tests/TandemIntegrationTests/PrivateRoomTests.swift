@@ -112,6 +112,29 @@ import TestSupport
         }
     }
 
+    /// The broker alone restarted from an older copy of its dynamic-security file while
+    /// the coordinator runs: its admin connection comes back and reconciles.
+    @Test func aBrokerRestartedFromAnOldFileIsMadeRightByTheRunningCoordinator() async throws {
+        try await withRoomFixture { f in
+            let dynsec = try #require(f.broker.dynamicSecurityPath)
+            try await f.alice.invite(room: "held", ["bob", "carol"])
+            let old = try String(contentsOfFile: dynsec, encoding: .utf8)
+            try await f.alice.edit(room: "held", .membership("x1", "remove", member: "carol"))
+            expectAccepted(try await f.alice.receipt("x1"), version: 3)
+            try await f.alice.invite(room: "fresh", ["bob"])
+
+            try await f.broker.restart { try old.write(toFile: dynsec, atomically: true, encoding: .utf8) }
+            // The coordinator reconnects by itself; its reconcile follows its admin reconnect.
+            let bob = try await TestPeer.connect(broker: f.broker, user: "bob")
+            _ = try await bob.roomState("fresh", version: 1, timeout: .seconds(20))
+            let carol = try await TestPeer.connect(broker: f.broker, user: "carol", extraFilters: ["tandem/v1/#"])
+            try await Task.sleep(for: .milliseconds(500))
+            #expect(carol.heard(from: 0).filter { $0.topic.hasPrefix("tandem/v1/rooms/held/") }.isEmpty, "the old file's grant was taken back")
+            await bob.close()
+            await carol.close()
+        }
+    }
+
     /// The database is the truth: a coordinator restart keeps members, and a broker
     /// restarted from an older copy of its dynamic-security file (a room grant missing, a
     /// removed member's grant still there) is made right by the coordinator's reconcile.
