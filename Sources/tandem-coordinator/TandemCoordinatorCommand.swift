@@ -8,6 +8,7 @@ import TandemCoordinator
 import TandemCore
 import TandemLogging
 import TandemMQTT
+import Synchronization
 
 @main
 struct TandemCoordinatorCommand: AsyncParsableCommand {
@@ -120,11 +121,17 @@ struct TandemCoordinatorCommand: AsyncParsableCommand {
         if json, !check, backup == nil {
             throw ValidationError("--json goes with --check or --backup")
         }
-        _ = try resolve(environment: ProcessInfo.processInfo.environment)
+        Self.resolved.withLock { $0 = nil }
+        let settings = try resolve(environment: ProcessInfo.processInfo.environment)
+        Self.resolved.withLock { $0 = settings }
     }
 
+    /// What ``validate()`` resolved, for ``run()``: a secret is read once (a password
+    /// file may be a pipe, `<(echo ...)`, which a second read finds empty).
+    static let resolved = Mutex<Settings?>(nil)
+
     func run() async throws {
-        let settings = try resolve(environment: ProcessInfo.processInfo.environment)
+        let settings = try Self.resolved.withLock { $0 } ?? resolve(environment: ProcessInfo.processInfo.environment)
         let (level, format) = (settings.level, settings.format)
         LoggingSystem.bootstrap { label in format.handler(label: label, level: level) }
         let logger = Logger(label: "tandem.coordinator")
@@ -336,7 +343,7 @@ struct TandemCoordinatorCommand: AsyncParsableCommand {
 
     /// What the flags and variables say: the service's configuration, and what the
     /// executable itself sets up around it (logging, the metrics endpoint).
-    struct Settings {
+    struct Settings: Sendable {
         var configuration: CoordinatorConfiguration
         var level: Logger.Level
         var format: LogFormat

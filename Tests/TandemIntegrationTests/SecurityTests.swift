@@ -96,6 +96,28 @@ import TestSupport
         }
     }
 
+    /// Issue 18: the README's `--password-file <(echo ...)` gave "the password file
+    /// /dev/fd/63 is empty": the file was read twice, once to validate and once to use.
+    /// A secret is read once: both password files as a shell's process substitutions.
+    @Test(.timeLimit(.minutes(1)))
+    func passwordFilesMayBePipesReadOnce() async throws {
+        try await withBroker(.shipped) { broker in
+            let binary = CoordinatorProcess.binary("tandem-coordinator")
+            let directory = try makeTemporaryDirectory(prefix: "pipes-")
+            let script = "exec '\(binary)' --host \(broker.host) --port \(broker.port) --database '\(directory)/t.sqlite' "
+                + "--username coordinator --password-file <(printf 'coordinator-demo\\n') "
+                + "--broker-admin-username coordinator-admin --broker-admin-password-file <(printf 'coordinator-admin-demo\\n')"
+            let child = try ChildProcess("/bin/bash", ["-c", script], standardOutput: directory + "/out", standardError: directory + "/err")
+            let watcher = try await TestPeer.connect(broker: broker, user: "watcher", asCoordinatorWatcher: true)
+            let status = try await watcher.waitFor(Topics().coordinatorStatus, timeout: .seconds(20)) { $0["online"]?.boolValue == true }
+            #expect(status["online"] == true)
+            child.signal(SIGTERM)
+            #expect(await child.waitForExit(timeout: .seconds(15)) == 0, "\(child.standardError)")
+            #expect(!child.standardError.contains("empty"), "\(child.standardError)")
+            await watcher.close()
+        }
+    }
+
     @Test(arguments: ["tandem-coordinator", "tandem-agent"])
     func bothPasswordFlagsAreAUsageError(_ binary: String) async throws {
         let file = try writeTemporaryFile("secret\n")
