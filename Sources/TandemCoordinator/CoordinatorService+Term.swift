@@ -23,7 +23,7 @@ extension CoordinatorService {
         case committed((any Error)?)
         /// The admin connection to the broker came back, or the broker refused a step's
         /// changes: reconcile room access with the engine's.
-        case brokerAccessReconnected
+        case reconcileAccess
         /// The broker's users, read again (an invite of anyone else is `unknown_user`).
         case knownUsers(Set<String>)
     }
@@ -239,7 +239,7 @@ extension CoordinatorService {
                     for await event in access.connectionEvents {
                         guard case .connected = event else { continue }
                         if first { first = false; continue }
-                        feed.yield(.brokerAccessReconnected)
+                        feed.yield(.reconcileAccess)
                     }
                 })
                 // Users an operator added at run time can be invited within seconds.
@@ -303,7 +303,7 @@ extension CoordinatorService {
                         publishCommitted(done)
                     case .idChecked(let check, .success(let firstCopy)):
                         answerAtOnce(engine.resolve(check, firstCopy: firstCopy, at: now))
-                    case .brokerAccessReconnected:
+                    case .reconcileAccess:
                         if let access {
                             let desired = engine.roomAccess
                             Task { [self] in await reconcile(desired, on: access, reason: "the admin connection came back, or the broker refused a change") }
@@ -361,7 +361,7 @@ extension CoordinatorService {
                                     // Read rights change before the step is published: an
                                     // invitee can read the snapshot that shows it.
                                     if let access, !grants.isEmpty, fence?.holds ?? true, await !apply(grants, on: access) {
-                                        feed.yield(.brokerAccessReconnected)
+                                        feed.yield(.reconcileAccess)
                                     }
                                     feed.yield(.committed(nil))
                                     return nil

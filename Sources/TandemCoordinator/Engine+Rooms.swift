@@ -31,13 +31,21 @@ extension Engine {
            room.stickerCount >= configuration.maxStickersPerRoom, room.sticker(event.stickerId) == nil, !room.isDeleted(event.stickerId) {
             return .rejected(id: event.eventId, kind: .room, Rejection(.roomFull, "room \(roomId) holds \(room.stickerCount) stickers, the most it may"), version: room.version)
         }
-        // A room exists from its first accepted event; a refused one leaves no trace.
-        var room = rooms[roomId] ?? RoomState(roomId: roomId)
-        let before = room.members
-        let applied = room.apply(event, from: user, now: now, lease: configuration.lockLeaseMs, rules: membershipRules, stamp: wall)
+        // Only a membership event or a room's first event can change its members.
+        let before: RoomMembers? = event.type.isMembership || rooms[roomId] == nil ? rooms[roomId]?.members ?? RoomMembers() : nil
+        let applied: RoomState.Applied
+        if rooms[roomId] != nil {
+            // In place: a copy out of the dictionary would copy the room's storage per event.
+            applied = rooms[roomId]!.apply(event, from: user, now: now, lease: configuration.lockLeaseMs, rules: membershipRules, stamp: wall)
+        } else {
+            // A room exists from its first accepted event; a refused one leaves no trace.
+            var room = RoomState(roomId: roomId)
+            applied = room.apply(event, from: user, now: now, lease: configuration.lockLeaseMs, rules: membershipRules, stamp: wall)
+            if applied.outcome.isAccepted { rooms[roomId] = room }
+        }
         guard applied.outcome.isAccepted else { return applied.outcome.receipt(id: event.eventId) }
-        rooms[roomId] = room
-        if room.members != before, changes.membersBefore[roomId] == nil { changes.membersBefore[roomId] = before }
+        let room = rooms[roomId]!
+        if let before, room.members != before, changes.membersBefore[roomId] == nil { changes.membersBefore[roomId] = before }
         for change in applied.changes { changes.room(roomId, change) }
         metrics.lockExpiries += applied.expired.count
         trackLease(of: room)
