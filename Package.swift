@@ -11,6 +11,14 @@ let package = Package(
         .executable(name: "tandem-bench", targets: ["tandem-bench"]),
         .executable(name: "tandem-corebench", targets: ["tandem-corebench"]),
     ],
+    // PostgreSQL (leader lease, standbys) is a default trait: `swift build` and `swift
+    // test` have it. scripts/run leaves it out (`--disable-default-traits`) when the
+    // database is a SQLite file: postgres-nio brings swift-nio-ssl and swift-crypto, two
+    // copies of BoringSSL, most of a first release build's ten minutes.
+    traits: [
+        .trait(name: "PostgreSQL", description: "PostgreSQL storage with a leader lease and standbys (--database postgres://...)"),
+        .default(enabledTraits: ["PostgreSQL"]),
+    ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
@@ -64,7 +72,7 @@ let package = Package(
         .target(
             name: "TandemPostgres",
             dependencies: [
-                "TandemCore",
+                "TandemCore", "TandemStore",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -85,7 +93,8 @@ let package = Package(
         .target(
             name: "TandemCoordinator",
             dependencies: [
-                "TandemCore", "TandemMQTT", "TandemStore", "TandemPostgres",
+                "TandemCore", "TandemMQTT", "TandemStore",
+                .target(name: "TandemPostgres", condition: .when(traits: ["PostgreSQL"])),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "DequeModule", package: "swift-collections"),
@@ -117,10 +126,20 @@ let package = Package(
             ]
         ),
 
+        // The flags every binary shares (broker, account), and the one way a flag, its
+        // environment variable and its default are declared and resolved.
+        .target(
+            name: "TandemCommandLine",
+            dependencies: [
+                "TandemCore", "TandemMQTT",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+
         .executableTarget(
             name: "tandem-coordinator",
             dependencies: [
-                "TandemCoordinator", "TandemMQTT", "TandemLogging",
+                "TandemCoordinator", "TandemMQTT", "TandemLogging", "TandemCommandLine",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
@@ -131,7 +150,7 @@ let package = Package(
         .executableTarget(
             name: "tandem-agent",
             dependencies: [
-                "TandemAgent", "TandemMQTT",
+                "TandemAgent", "TandemMQTT", "TandemCommandLine",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]

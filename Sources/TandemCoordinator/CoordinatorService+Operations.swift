@@ -1,7 +1,9 @@
 import Foundation
 import Logging
 import TandemCore
+#if PostgreSQL
 import TandemPostgres
+#endif
 import TandemStore
 
 /// The operator's one-shot commands: `--check` and `--backup`.
@@ -80,7 +82,12 @@ extension CoordinatorService {
             }
             return try TandemStore.open(path: path)
         case .postgres(let url):
+            #if PostgreSQL
             return try await PostgresStore.openReader(url: url, logger: logger)
+            #else
+            _ = url
+            throw CheckError(message: StoreLocation.noPostgresInThisBuild)
+            #endif
         }
     }
 

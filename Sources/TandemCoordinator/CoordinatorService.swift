@@ -4,7 +4,9 @@ import ServiceLifecycle
 import Synchronization
 import TandemCore
 import TandemMQTT
+#if PostgreSQL
 import TandemPostgres
+#endif
 import TandemStore
 
 /// The coordinator as a long-running service: one visible pipeline,
@@ -51,7 +53,12 @@ public final class CoordinatorService: Service {
         case .sqlite(let path):
             try await runOnSQLite(path: path, startedAt: startedAt)
         case .postgres(let url):
+            #if PostgreSQL
             try await runOnPostgres(url: url, startedAt: startedAt)
+            #else
+            _ = url
+            throw StoreLocation.Unsupported()
+            #endif
         }
     }
 
@@ -91,6 +98,7 @@ public final class CoordinatorService: Service {
 
     // MARK: PostgreSQL: a leader and standbys
 
+    #if PostgreSQL
     private func runOnPostgres(url: PostgresURL, startedAt: Millis) async throws {
         let leaseMs = configuration.leaderLeaseMs
         let lease = PostgresLease(url: url, instance: configuration.instanceId, leaseMs: leaseMs, logger: logger)
@@ -205,6 +213,7 @@ public final class CoordinatorService: Service {
             return .failed(error)
         }
     }
+    #endif
 
     /// How a leader's term ended.
     enum TermEnd: Sendable {

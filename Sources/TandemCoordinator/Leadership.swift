@@ -1,7 +1,9 @@
 import Logging
 import Synchronization
 import TandemCore
+#if PostgreSQL
 import TandemPostgres
+#endif
 
 /// This process's own view of the leader lease it holds: a deadline on the monotonic
 /// clock, after which it must act as if it had lost the lease, whatever the database
@@ -91,6 +93,7 @@ final class LeaseFence: Sendable {
         if let already { handler(already) }
     }
 
+    #if PostgreSQL
     /// Renews the lease every `renewEvery` and watches the deadline, until the term
     /// ends (the caller cancels) or the lease is lost (then ``lose(_:)`` has run).
     func keep(with lease: PostgresLease, renewEvery: Duration, logger: Logger) async {
@@ -134,6 +137,7 @@ final class LeaseFence: Sendable {
         // renewer may have seen it first and ended, cancelling the watchdog before it said so).
         if !holds { lose(lostReason ?? "the lease ran out") }
     }
+    #endif
 }
 
 extension Duration {
@@ -142,6 +146,7 @@ extension Duration {
     }
 }
 
+#if PostgreSQL
 /// A standby's wait for the lease: it tries to take it every `poll` and says who leads
 /// whenever that changes. Throws `CancellationError` when cancelled (a shutdown), and
 /// any error that retrying cannot fix (a refused password, a database that does not
@@ -169,3 +174,4 @@ func waitForLease(
         try await Task.sleep(for: poll)
     }
 }
+#endif

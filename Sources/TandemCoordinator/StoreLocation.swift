@@ -1,5 +1,5 @@
 import Foundation
-import TandemPostgres
+import TandemStore
 
 /// Where `--database` points: a SQLite file (the embedded default: one coordinator owns
 /// it) or a PostgreSQL database (any number of coordinators, one leader at a time).
@@ -25,5 +25,22 @@ public enum StoreLocation: Sendable, Equatable, CustomStringConvertible {
         case .sqlite(let path): path
         case .postgres(let url): url.description
         }
+    }
+
+    /// Whether this build has PostgreSQL (the package's default `PostgreSQL` trait).
+    public static var postgresBuiltIn: Bool {
+        #if PostgreSQL
+        true
+        #else
+        false
+        #endif
+    }
+
+    public static let noPostgresInThisBuild = "this tandem-coordinator was built without PostgreSQL (scripts/run leaves it out for a SQLite file); build it with `swift build -c release --product tandem-coordinator`, whose default traits include it"
+
+    /// A `postgres://` database given to a build without PostgreSQL.
+    public struct Unsupported: Error, CustomStringConvertible {
+        public init() {}
+        public var description: String { StoreLocation.noPostgresInThisBuild }
     }
 }

@@ -4,6 +4,7 @@ import Glibc
 import Darwin
 #endif
 import CMosquitto
+import Synchronization
 
 /// How to reach the broker and what kind of session to keep.
 public struct MQTTConfiguration: Sendable {
@@ -94,7 +95,20 @@ public struct MQTTTLS: Sendable, Equatable {
 public enum MQTTPasswordFile {
     /// The file's first line, without its line ending. An empty or unreadable file is an
     /// error naming the file.
+    ///
+    /// Read once per process and path: a second call (a command's validation, then its
+    /// run) gets what the first read, for the file may be a pipe (`<(echo ...)`) that a
+    /// second read finds empty.
     public static func read(_ path: String) throws(MQTTError) -> String {
+        if let known = remembered.withLock({ $0[path] }) { return known }
+        let password = try readFile(path)
+        remembered.withLock { $0[path] = password }
+        return password
+    }
+
+    private static let remembered = Mutex<[String: String]>([:])
+
+    private static func readFile(_ path: String) throws(MQTTError) -> String {
         guard let file = fopen(path, "r") else {
             throw MQTTError(.library(code: MOSQ_ERR_INVAL.rawValue), "cannot read the password file \(path): \(String(cString: strerror(errno)))")
         }
@@ -119,12 +133,16 @@ public struct MQTTWill: Sendable {
     public var payload: [UInt8]
     public var qos: MQTTQoS
     public var retain: Bool
+    /// MQTT v5 message expiry: the broker drops the message (a retained copy included)
+    /// this many seconds after it publishes it; nil: never.
+    public var messageExpirySeconds: UInt32?
 
-    public init(topic: String, payload: [UInt8], qos: MQTTQoS = .atLeastOnce, retain: Bool = true) {
+    public init(topic: String, payload: [UInt8], qos: MQTTQoS = .atLeastOnce, retain: Bool = true, messageExpirySeconds: UInt32? = nil) {
         self.topic = topic
         self.payload = payload
         self.qos = qos
         self.retain = retain
+        self.messageExpirySeconds = messageExpirySeconds
     }
 }
 

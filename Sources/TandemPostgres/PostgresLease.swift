@@ -1,5 +1,6 @@
 import Logging
 import PostgresNIO
+import TandemStore
 import TandemCore
 
 /// The leader lease: one row in `coordinator_lease` saying which coordinator process

@@ -3,6 +3,7 @@ import NIOCore
 import NIOPosix
 import NIOSSL
 import PostgresNIO
+import TandemStore
 import Synchronization
 
 /// One PostgreSQL connection, made from a ``PostgresURL``, that connects again when it

@@ -6,6 +6,7 @@ import Darwin
 import Logging
 import NIOCore
 import PostgresNIO
+import TandemStore
 import TandemCore
 
 /// Tandem's database on PostgreSQL: the one owner of one connection, like the SQLite

@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import Foundation
 
 /// A PostgreSQL connection URL as `--database` takes it:
 /// `postgres://user:password@host:port/dbname?sslmode=...` (also `postgresql://`).
