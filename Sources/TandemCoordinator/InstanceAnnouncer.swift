@@ -33,7 +33,8 @@ final class InstanceAnnouncer: Sendable {
                 clientId: "\(configuration.clientId)-\(configuration.instanceId)",
                 username: configuration.username,
                 password: configuration.password,
-                will: MQTTWill(topic: topic, payload: Self.offline, qos: .atLeastOnce, retain: true),
+                will: MQTTWill(topic: topic, payload: Self.offline, qos: .atLeastOnce, retain: true,
+                               messageExpirySeconds: Self.crashedExpirySeconds),
                 session: .cleanStart,
                 tls: configuration.tls
             ),
@@ -42,6 +43,11 @@ final class InstanceAnnouncer: Sendable {
     }
 
     static let offline = JSON.obj(["online": false]).serialized()
+    /// How long the retained `{"online":false}` stays after a clean stop: long enough for
+    /// a watcher to see it, short enough that restarts leave no trail.
+    static let stoppedExpirySeconds: UInt32 = 60
+    /// ... and after a crash (the will): an hour, to be seen by whoever looks into it.
+    static let crashedExpirySeconds: UInt32 = 3600
 
     /// Connects in the background (announcements wait in the client's outbox meanwhile).
     func start() {
@@ -83,10 +89,12 @@ final class InstanceAnnouncer: Sendable {
         client.enqueueLogged(topic, payload: JSON.object(members).serialized(), retain: true, logger: logger)
     }
 
-    /// A clean exit: `{"online":false}` retained (as the will would say), then DISCONNECT.
+    /// A clean exit: `{"online":false}` retained (as the will would say) for a minute,
+    /// after which the broker drops it, then DISCONNECT.
     func stop() async {
         do {
-            try await client.publish(topic, payload: Self.offline, qos: .atLeastOnce, retain: true)
+            try await client.publish(topic, payload: Self.offline, qos: .atLeastOnce, retain: true,
+                                     messageExpirySeconds: Self.stoppedExpirySeconds)
         } catch {
             logger.debug("could not publish the instance's offline status: \(error)")
         }

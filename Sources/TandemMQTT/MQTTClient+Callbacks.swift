@@ -40,7 +40,15 @@ extension ClientCore {
 
     func didConnect(reason: Int32, flags: Int32) {
         guard reason == 0 else {
-            let error = MQTTError(.connectionRefused(reason: reason), "broker \(configuration.host):\(configuration.port) refused the connection: \(LibMosquitto.reasonString(reason))")
+            let said = LibMosquitto.reasonString(reason)
+            let broker = "the broker at \(configuration.host):\(configuration.port)"
+            // 0x86 bad user name or password, 0x87 not authorized, 0x8C bad authentication
+            // method: the broker was reached, and it was the account it turned away.
+            let message = [0x86, 0x87, 0x8C].contains(reason)
+                ? configuration.username.map { "\(broker) refused the credentials of user '\($0)' (\(said)): check the username and password" }
+                    ?? "\(broker) refused a connection without credentials (\(said)): give a username and a password"
+                : "\(broker) refused the connection: \(said)"
+            let error = MQTTError(.connectionRefused(reason: reason), message)
             logger.error("broker refused the connection", error: error)
             if error.isPermanent {
                 let waiters = state.withLock { s -> [CheckedContinuation<Void, any Error>] in

@@ -52,8 +52,12 @@ public final class MQTTClient: Sendable {
     public var lastProblem: String? { core.state.withLock { $0.lastProblem } }
 
     /// Publishes and, for QoS 1, waits for the broker's PUBACK.
-    public func publish(_ topic: String, payload: [UInt8], qos: MQTTQoS = .atLeastOnce, retain: Bool = false) async throws {
-        try await core.publish(topic, payload: payload, qos: qos, retain: retain)
+    /// `messageExpirySeconds`: the broker drops the message (a retained copy included)
+    /// that long after it arrives.
+    public func publish(
+        _ topic: String, payload: [UInt8], qos: MQTTQoS = .atLeastOnce, retain: Bool = false, messageExpirySeconds: UInt32? = nil
+    ) async throws {
+        try await core.publish(topic, payload: payload, qos: qos, retain: retain, messageExpirySeconds: messageExpirySeconds)
     }
 
     /// Hands the message over and returns at once. QoS 1 messages enqueued without a
@@ -211,9 +215,12 @@ final class ClientCore: @unchecked Sendable {
             }
         }
         if let will = c.will {
+            // On success libmosquitto keeps the property list; on failure it is ours to free.
+            var props = LibMosquitto.messageExpiry(will.messageExpirySeconds)
             let rc = will.payload.withUnsafeBytes { buf in
-                mosquitto_will_set_v5(mosq, will.topic, Int32(buf.count), buf.baseAddress, will.qos.rawValue, will.retain, nil)
+                mosquitto_will_set_v5(mosq, will.topic, Int32(buf.count), buf.baseAddress, will.qos.rawValue, will.retain, props)
             }
+            if rc != MOSQ_ERR_SUCCESS.rawValue { mosquitto_property_free_all(&props) }
             try MQTTError.check(rc, "set will on \(will.topic)")
         }
         mosquitto_user_data_set(mosq, Unmanaged.passUnretained(self).toOpaque())
@@ -303,6 +310,7 @@ final class ClientCore: @unchecked Sendable {
     func runLoop() {
         var delay = configuration.reconnectDelay
         var socketOpen = false
+        var closedUnanswered = 0
         defer { loopFinished.signal() }
         while true {
             let (phase, cut) = state.withLock { s in (s.phase, closedReason(&s)) }
@@ -338,7 +346,15 @@ final class ClientCore: @unchecked Sendable {
             }
             if rc != MOSQ_ERR_SUCCESS.rawValue {
                 socketOpen = false
-                let wasConnected = markDisconnected(reason: "connection lost: \(LibMosquitto.errorString(rc))")
+                // A port that takes the TCP connection and closes it without a word of
+                // MQTT (a TLS listener dialled in clear, another service) is said so; three
+                // times in a row before this client was ever connected, it is given up on.
+                let answered = state.withLock { $0.connected }
+                closedUnanswered = answered ? 0 : closedUnanswered + 1
+                let wasConnected = markDisconnected(reason: answered
+                    ? "connection lost: \(LibMosquitto.errorString(rc))"
+                    : notMQTTReason)
+                if closedUnanswered >= 3, failNotMQTTForGood() { break }
                 if wasConnected { delay = configuration.reconnectDelay }
                 let (phase, permanent) = state.withLock { ($0.phase, $0.permanentFailure) }
                 if phase != .running || permanent != nil { break }
@@ -393,6 +409,27 @@ final class ClientCore: @unchecked Sendable {
         guard let waiters else { return false }
         let error = state.withLock { $0.permanentFailure! }
         logger.error("TLS handshake failed; not retrying", error: error)
+        eventsContinuation.yield(.disconnected(reason: error.message))
+        waiters.forEach { $0.resume(throwing: error) }
+        return true
+    }
+
+    var notMQTTReason: String {
+        "\(configuration.host):\(configuration.port) took the connection and closed it without an MQTT answer (is that port an MQTT broker? a TLS listener needs --tls-ca-file)"
+    }
+
+    /// After a port closed the connection three times without an MQTT answer, before this
+    /// client was ever connected: not retrying (a reconnecting client keeps trying).
+    func failNotMQTTForGood() -> Bool {
+        let waiters = state.withLock { s -> [CheckedContinuation<Void, any Error>]? in
+            guard !s.everConnected else { return nil }
+            s.permanentFailure = MQTTError(.library(code: MOSQ_ERR_PROTOCOL.rawValue), notMQTTReason)
+            defer { s.connectWaiters.removeAll() }
+            return Array(s.connectWaiters.values)
+        }
+        guard let waiters else { return false }
+        let error = state.withLock { $0.permanentFailure! }
+        logger.error("not an MQTT broker; not retrying", error: error)
         eventsContinuation.yield(.disconnected(reason: error.message))
         waiters.forEach { $0.resume(throwing: error) }
         return true
@@ -462,7 +499,7 @@ final class ClientCore: @unchecked Sendable {
         s.outbox.removeFirst(sent)
     }
 
-    func publish(_ topic: String, payload: [UInt8], qos: MQTTQoS, retain: Bool) async throws {
+    func publish(_ topic: String, payload: [UInt8], qos: MQTTQoS, retain: Bool, messageExpirySeconds: UInt32? = nil) async throws {
         if qos == .atMostOnce {
             guard isConnected else { throw MQTTError(.notConnected, "publish to \(topic): not connected") }
             try enqueue(topic, payload: payload, qos: qos, retain: retain)
@@ -482,8 +519,10 @@ final class ClientCore: @unchecked Sendable {
                     if let closed = closedReason(&s) { return MQTTError(.fenced, "publish to \(topic): \(closed)") }
                     guard s.connected else { return MQTTError(.notConnected, "publish to \(topic): not connected") }
                     var mid: Int32 = 0
+                    var props = LibMosquitto.messageExpiry(messageExpirySeconds)
+                    defer { mosquitto_property_free_all(&props) }
                     let rc = payload.withUnsafeBytes { buf in
-                        mosquitto_publish_v5(mosq, &mid, topic, Int32(buf.count), buf.baseAddress, qos.rawValue, retain, nil)
+                        mosquitto_publish_v5(mosq, &mid, topic, Int32(buf.count), buf.baseAddress, qos.rawValue, retain, props)
                     }
                     if rc != MOSQ_ERR_SUCCESS.rawValue {
                         return MQTTError(.library(code: rc), "publish to \(topic): \(LibMosquitto.errorString(rc))")

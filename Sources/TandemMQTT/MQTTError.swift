@@ -60,6 +60,15 @@ enum LibMosquitto {
         return true
     }()
 
+    /// A property list with MQTT v5's message expiry interval, or nil (none) without one.
+    static func messageExpiry(_ seconds: UInt32?) -> OpaquePointer? {
+        var props: OpaquePointer? = nil
+        if let seconds {
+            mosquitto_property_add_int32(&props, Int32(MQTT_PROP_MESSAGE_EXPIRY_INTERVAL.rawValue), seconds)
+        }
+        return props
+    }
+
     static func errorString(_ rc: Int32) -> String {
         String(cString: mosquitto_strerror(rc))
     }

@@ -24,6 +24,10 @@ struct TandemAgentCommand: AsyncParsableCommand {
             FileHandle.standardError.write(Data(message.utf8))
             Foundation.exit(64)
         }
+        if let unknown = unknownOption(in: arguments) {
+            FileHandle.standardError.write(Data(unknown.utf8))
+            Foundation.exit(64)
+        }
         do {
             var command = try parseAsRoot(arguments)
             if var asyncCommand = command as? AsyncParsableCommand {
@@ -34,5 +38,33 @@ struct TandemAgentCommand: AsyncParsableCommand {
         } catch {
             exit(withError: error)
         }
+    }
+
+    /// A misspelt flag is named as unknown (`--rom photo1`: "Unknown option '--rom'"),
+    /// whatever else is wrong: the parser reported a missing required `--room` first.
+    /// The flags a command knows are those its help lists.
+    static func unknownOption(in arguments: [String]) -> String? {
+        var command: any ParsableCommand.Type = TandemAgentCommand.self
+        var path = ["tandem-agent"]
+        for word in arguments {
+            guard !word.hasPrefix("-"),
+                  let sub = command.configuration.subcommands.first(where: { $0._commandName == word })
+            else { break }
+            command = sub
+            path.append(word)
+        }
+        let help = command.helpMessage(includeHidden: true, columns: 10_000)
+        var known: Set<String> = ["--help", "--version", "--experimental-dump-help", "--generate-completion-script"]
+        for match in help.matches(of: /--[a-z0-9][a-z0-9-]*/) { known.insert(String(match.output)) }
+        for word in arguments {
+            if word == "--" { break }
+            guard word.hasPrefix("--") else { continue }
+            let flag = String(word.split(separator: "=", maxSplits: 1)[0])
+            if !known.contains(flag) {
+                let name = path.joined(separator: " ")
+                return "Error: Unknown option '\(flag)'\nUsage: \(name) <options>\n  See '\(name) --help' for more information.\n"
+            }
+        }
+        return nil
     }
 }

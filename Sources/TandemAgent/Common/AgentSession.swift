@@ -61,7 +61,9 @@ public final class AgentSession: Sendable {
         } catch TandemClientError.unreachable(let problem, let timeout) {
             throw AgentError("cannot reach the broker at \(target): \(Self.why(problem, timeout: timeout))")
         } catch TandemClientError.connectFailed(let reason) {
-            throw AgentError("cannot reach the broker at \(target): \(reason)")
+            // A refusal names the broker itself (it was reached: the credentials were not
+            // good); other reasons get the broker's address in front.
+            throw AgentError(reason.contains(target) ? reason : "cannot reach the broker at \(target): \(reason)")
         }
     }
 
