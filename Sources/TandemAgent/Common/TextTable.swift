@@ -1,6 +1,6 @@
 /// A plain-text table: a header row, a rule, and left-aligned columns padded to their
 /// widest cell (widths counted in Characters, so non-ASCII text lines up as well as a
-/// terminal allows).
+/// terminal allows). A column whose header is empty has no rule under it.
 public struct TextTable: Sendable, Equatable {
     public var headers: [String]
     public var rows: [[String]]
@@ -26,7 +26,10 @@ public struct TextTable: Sendable, Equatable {
             while text.last == " " { text.removeLast() }
             return text
         }
-        var rule = widths.map { String(repeating: "-", count: $0) }.joined(separator: "  ")
+        // A column without a heading (a "(pending)" marker) gets no rule under it either.
+        var rule = zip(headers, widths)
+            .map { String(repeating: $0.isEmpty ? " " : "-", count: $1) }
+            .joined(separator: "  ")
         while rule.last == " " { rule.removeLast() }
         var out = [line(headers), rule]
         out += rows.map(line)
