@@ -30,9 +30,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
         // Observability: counters and histograms through swift-metrics, exported in the
-        // Prometheus text format; the tiny HTTP server for /metrics and /healthz is SwiftNIO
-        // (NIOHTTP1) directly, which postgres-nio brings anyway, rather than a web framework
-        // (Hummingbird would add minutes to every clean CI build).
+        // Prometheus text format; /metrics and /healthz are served over plain sockets
+        // (MetricsServer), so a coordinator without PostgreSQL builds no SwiftNIO.
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
     ],
@@ -89,7 +88,7 @@ let package = Package(
 
         // The coordinator service: topic -> decode -> order -> apply -> persist -> publish.
         // Its metrics go out through swift-metrics; MetricsServer serves them (and
-        // /healthz) over HTTP with SwiftNIO.
+        // /healthz) over plain sockets: no SwiftNIO unless PostgreSQL brings it.
         .target(
             name: "TandemCoordinator",
             dependencies: [
@@ -101,9 +100,6 @@ let package = Package(
                 .product(name: "HeapModule", package: "swift-collections"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
             ]
         ),
 
@@ -187,7 +183,6 @@ let package = Package(
             dependencies: [
                 "TandemCoordinator", "TandemCore", "TandemMQTT", "TandemStore", "TestSupport",
                 .product(name: "Prometheus", package: "swift-prometheus"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
             ]
         ),
         .testTarget(name: "TandemLoggingTests", dependencies: ["TandemLogging", .product(name: "Logging", package: "swift-log")]),

@@ -204,6 +204,12 @@ def check_dockerfile(problems):
     if not any(k == "RUN" and runs_build_command(args) for k, args in instructions):
         problems.append(f"Dockerfile: no RUN of `{' '.join(BUILD_COMMAND)}` "
                         "(the build scripts/run and CI use)")
+    # compose runs the coordinators on PostgreSQL: the image needs the package's
+    # PostgreSQL trait (a default one), which scripts/run leaves out for SQLite.
+    if any(k == "RUN" and runs_build_command(args) and "--disable-default-traits" in args
+           for k, args in instructions):
+        problems.append("Dockerfile: the build must keep the PostgreSQL trait "
+                        "(no --disable-default-traits): compose runs the coordinators on PostgreSQL")
     entry = [args for k, args in instructions if k == "ENTRYPOINT"]
     if not entry or json.loads(entry[-1])[0] not in (PRODUCT, f"/usr/local/bin/{PRODUCT}"):
         problems.append(f"Dockerfile: ENTRYPOINT must be [\"{PRODUCT}\"]")
