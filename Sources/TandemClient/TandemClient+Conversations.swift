@@ -4,8 +4,10 @@ extension TandemClient {
     // MARK: Conversations
 
     /// This user's view of the conversation with `peer`: the retained snapshot once,
-    /// then each ConversationChanges applied in order, the next snapshot after a gap or
-    /// a new epoch. A listener that falls behind skips to the latest views.
+    /// then each ConversationChanges applied in order. A gap (changes that start past the
+    /// held version, or a retained snapshot that may be behind) is filled in one round
+    /// trip: a `dmChanges` request for what came since the held version. A listener that
+    /// falls behind skips to the latest views.
     public func conversation(with peer: String) async throws -> AsyncStream<ConversationReplica> {
         if conversations[peer] == nil, allConversations == nil {
             watch(peer: peer)
@@ -32,9 +34,9 @@ extension TandemClient {
     }
 
     /// Waits until no conversation is behind, at most `timeout`. A conversation is
-    /// behind when its changes left a gap: the next snapshot fills it, and snapshots
-    /// are paced to one a second, so what a peer just sent may be a second away.
-    /// Returns whether every conversation caught up.
+    /// behind when its changes left a gap, until the answer to the `dmChanges` request it
+    /// made (one round trip) or a newer snapshot fills it. Returns whether every
+    /// conversation caught up.
     public func conversationsCaughtUp(timeout: Duration) async -> Bool {
         let deadline = ContinuousClock.now + timeout
         while conversations.values.contains(where: { $0.behindUntil != nil }), ContinuousClock.now < deadline {
@@ -81,7 +83,20 @@ extension TandemClient {
         watch(peer: snapshot.peer)
         let taken = conversations[snapshot.peer]!.replica.take(snapshot)
         changed(peer: snapshot.peer, taken)
+        // A retained snapshot may be up to a pacing interval behind the conversation (10 s:
+        // a change at most 10 s after the snapshot went out, told live before this client
+        // subscribed). Only one of a conversation that changed lately can be: ask for
+        // what came since. An older one is current.
+        if message.retained, WallClock.now() - snapshot.updatedAt < Self.recentlyChangedMs {
+            catchUp(peer: snapshot.peer)
+        }
     }
+
+    /// A retained snapshot whose conversation changed less than this long ago may be
+    /// behind: its snapshot went out at most 10 s after the change before it, and the
+    /// next one within 10 s of any later change, so after 30 s (and the clocks' skew)
+    /// a newer snapshot would have replaced it.
+    static let recentlyChangedMs: Millis = 35_000
 
     private func take(conversationChanges message: TransportMessage) {
         guard let changes = read("conversation changes", message, ConversationChanges.decode), changes.user == user else { return }
@@ -90,10 +105,48 @@ extension TandemClient {
         // until the next snapshot.
         let outcome = conversations[changes.peer]!.replica.apply(changes, now: WallClock.now())
         let held = conversations[changes.peer]!.replica
-        if outcome == .gap, held.epoch != nil, held.version < changes.fromVersion {
+        if outcome == .gap, held.epoch == nil || held.version < changes.fromVersion || held.epoch != changes.epoch {
             conversations[changes.peer]!.behindUntil = max(conversations[changes.peer]!.behindUntil ?? 0, changes.toVersion)
+            catchUp(peer: changes.peer)
         }
         changed(peer: changes.peer, outcome == .applied)
+    }
+
+    /// Asks for the conversation's changes since the held version (`dmChanges`), once at
+    /// a time per conversation, and applies the answer: changes from that version, or the
+    /// view whole when the held version is older than the last snapshot. Asked again
+    /// while a later gap is still open; a refusal or no answer leaves the next snapshot
+    /// to fill it.
+    private func catchUp(peer: String) {
+        guard let watch = conversations[peer], !watch.catchingUp else { return }
+        conversations[peer]!.catchingUp = true
+        Task { await self.runCatchUp(peer: peer) }
+    }
+
+    private func runCatchUp(peer: String) async {
+        defer { conversations[peer]?.catchingUp = false }
+        for _ in 0..<3 {
+            guard let held = conversations[peer]?.replica else { return }
+            let response: JSON
+            do {
+                response = try await query {
+                    ClientRequest(requestId: $0, kind: .dmChanges, peer: peer, since: held.epoch == nil ? 0 : held.version, epoch: held.epoch).json
+                }
+            } catch {
+                logger.info("could not catch up with the conversation with \(peer): \(error)")
+                return
+            }
+            var taken = false
+            if let whole = response["snapshot"] {
+                if let snapshot = try? ConversationSnapshot(json: whole), snapshot.user == user, snapshot.peer == peer {
+                    taken = conversations[peer]!.replica.take(snapshot)
+                }
+            } else if let changes = try? ConversationChanges(json: response) {
+                taken = conversations[peer]!.replica.apply(changes, now: WallClock.now()) == .applied
+            }
+            changed(peer: peer, taken)
+            guard let target = conversations[peer]?.behindUntil, conversations[peer]!.replica.version < target else { return }
+        }
     }
 
     /// Clears a gap the view has caught up with and tells the listeners when it changed.

@@ -78,8 +78,10 @@ public actor TandemClient {
     struct ConversationWatch {
         var replica: ConversationReplica
         var replicas = Broadcast<ConversationReplica>()
-        /// Set when changes left a gap: the version the next snapshot must reach.
+        /// Set when changes left a gap: the version the view must reach to be current.
         var behindUntil: Int64?
+        /// A `dmChanges` request for this conversation is on its way.
+        var catchingUp = false
     }
 
     /// A query waiting for its response, or a response that came before anyone waited.

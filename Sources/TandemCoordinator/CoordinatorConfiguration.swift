@@ -30,6 +30,10 @@ public struct CoordinatorConfiguration: Sendable {
     public var metricsIntervalMs: Millis = 5_000
     /// A running workout's snapshot is published at most this often.
     public var workoutSnapshotIntervalMs: Millis = 1_000
+    /// A conversation's snapshots go out at most this often while only messages and read
+    /// marks change (`--conversation-snapshot-seconds`; the contract's bound: 10 s). A
+    /// status change publishes them at once.
+    public var conversationSnapshotIntervalMs: Millis = 10_000
     /// Ids are remembered for duplicate detection at least this long (contract: 24 h).
     public var seenIdRetentionMs: Millis = 48 * 3600 * 1000
     /// The event log (the audit trail of every processed event and its receipt) keeps

@@ -47,6 +47,9 @@ extension CoordinatorService {
                 "messages": .array(messages),
                 "hasMore": .bool(rows.count > request.limit),
             ])
+        case .dmChanges:
+            // Answered by the engine from memory (Engine.dmChangesResponse); never handed here.
+            return ClientRequest.errorResponse(requestId: request.requestId, kind: request.kind.rawValue, .invalid("dmChanges is answered by the pipeline"))
         case .logbook:
             let rows = try await store.logbook(user: user, limit: request.limit)
             let workouts: [JSON] = rows.map { row in

@@ -105,12 +105,17 @@ extension Engine {
                 body: conversation.persisted().serialized(), updatedAt: conversation.updatedAt))
             step.publications += conversationChanges(conversation, record)
             let last = conversationLastSnapshot[key]
-            if record.statusChanged || last.map({ now - $0 >= Self.conversationSnapshotIntervalMs }) ?? true {
+            let interval = configuration.conversationSnapshotIntervalMs
+            if record.statusChanged || last.map({ now - $0 >= interval }) ?? true {
                 step.publications += conversationSnapshots(conversation)
                 conversationLastSnapshot[key] = now
                 conversationSnapshotDue[key] = nil
-            } else if conversationSnapshotDue[key] == nil, let last {
-                conversationSnapshotDue[key] = last + Self.conversationSnapshotIntervalMs
+                conversationChangesSinceSnapshot[key] = nil
+            } else {
+                conversationChangesSinceSnapshot[key, default: []] += record.changes
+                if conversationSnapshotDue[key] == nil, let last {
+                    conversationSnapshotDue[key] = last + interval
+                }
             }
         }
         collectConversationSnapshots(now: now, into: &step)
@@ -122,16 +127,53 @@ extension Engine {
         let due = conversationSnapshotDue.filter { $0.value <= now }.keys.sorted(by: { $0.description < $1.description })
         for key in due {
             conversationSnapshotDue[key] = nil
+            conversationChangesSinceSnapshot[key] = nil
             guard let conversation = conversations[key] else { continue }
             step.publications += conversationSnapshots(conversation)
             conversationLastSnapshot[key] = now
         }
         if conversationLastSnapshot.count > 4 * Self.conversationPacingKept {
-            conversationLastSnapshot = conversationLastSnapshot.filter { now - $0.value < Self.conversationSnapshotIntervalMs }
+            let interval = configuration.conversationSnapshotIntervalMs
+            conversationLastSnapshot = conversationLastSnapshot.filter { now - $0.value < interval }
         }
     }
 
-    /// How many conversations' last snapshot times are kept before the stale ones (over
-    /// a second old, which no longer pace anything) are dropped.
+    /// How many conversations' last snapshot times are kept before the stale ones (older
+    /// than the pacing interval, which no longer pace anything) are dropped.
     static var conversationPacingKept: Int { 2_500 }
+
+    /// The answer to a `dmChanges` request: the asker's view from `since` to now as a
+    /// ConversationChanges (with `requestId` and `type`), from the changes held since the
+    /// conversation's last snapshot; or, when `since` is older than that snapshot (or of
+    /// another epoch), `{"requestId","type","peer","snapshot":{...}}`, the view whole.
+    /// The answer describes applied state: like any answer given at once it waits
+    /// behind the commit in flight.
+    func dmChangesResponse(_ request: ClientRequest, from user: String) -> JSON {
+        let peer = request.peer ?? ""
+        let since = request.since ?? 0
+        let head: [JSON.Member] = [.init("requestId", .string(request.requestId)), .init("type", .string(request.kind.rawValue))]
+        if peer == user {
+            return ClientRequest.errorResponse(requestId: request.requestId, kind: request.kind.rawValue,
+                                               Rejection(.selfConversation, "you cannot hold a conversation with yourself"))
+        }
+        let key = ConversationKey(user, peer)
+        guard let conversation = conversations[key], let view = conversation.view(of: user) else {
+            return ClientRequest.errorResponse(requestId: request.requestId, kind: request.kind.rawValue,
+                                               Rejection(.notFound, "there is no conversation with \(peer)"))
+        }
+        let held = conversationChangesSinceSnapshot[key] ?? []
+        // The held changes cover the versions after the last snapshot's.
+        let snapshotVersion = (held.first?.version ?? conversation.version + 1) - 1
+        guard request.epoch == nil || request.epoch == epoch, since >= snapshotVersion, since <= conversation.version else {
+            return .object(head + [
+                .init("peer", .string(peer)),
+                .init("snapshot", conversation.snapshot(for: user, epoch: epoch)),
+            ])
+        }
+        let changes = ConversationChanges(
+            user: user, peer: peer, epoch: epoch, fromVersion: since, toVersion: conversation.version,
+            status: view.status, unread: view.unread, changes: held.filter { $0.version > since })
+        guard case .object(let members) = changes.json else { return changes.json }
+        return .object(head + members)
+    }
 }

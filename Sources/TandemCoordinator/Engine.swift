@@ -80,13 +80,15 @@ public struct Engine {
     static let republishChunk = 200
     static let republishPauseMs: Millis = 10
 
-    /// The snapshots of a conversation (both views) that wait for the once-a-second
-    /// pacing, and when each conversation's snapshots last went out.
+    /// The snapshots of a conversation (both views) that wait for their pacing
+    /// (``CoordinatorConfiguration/conversationSnapshotIntervalMs``), and when each
+    /// conversation's snapshots last went out.
     var conversationSnapshotDue: [ConversationKey: Millis] = [:]
     var conversationLastSnapshot: [ConversationKey: Millis] = [:]
-    /// Conversation snapshots go out at most this often while only messages or read
-    /// marks change (ConversationChanges carry every change at once).
-    static let conversationSnapshotIntervalMs: Millis = 1_000
+    /// The changes of each conversation since its last snapshot, in version order: what a
+    /// `dmChanges` request is answered from. Only conversations whose snapshot is due
+    /// have any, so this holds at most one pacing interval of changes.
+    var conversationChangesSinceSnapshot: [ConversationKey: [ConversationChange]] = [:]
 
     enum Republish {
         case room(String)
@@ -316,6 +318,8 @@ public struct Engine {
                 metrics.queriesRefused += 1
                 return [response(ClientRequest.errorResponse(requestId: request.requestId, kind: request.kind.rawValue, Self.rateLimited), to: user)]
             }
+            // The changes since a version are in memory: answered here, at once.
+            if request.kind == .dmChanges { return [response(dmChangesResponse(request, from: user), to: user)] }
             queries.append(Query(user: user, request: request))
             return []
         }

@@ -82,6 +82,9 @@ struct TandemCoordinatorCommand: AsyncParsableCommand {
     @Option(help: Self.maxConversationsPerUser.help("Conversations a user may be part of"))
     var maxConversationsPerUser: Int?
 
+    @Option(help: Self.conversationSnapshotSeconds.help("While only messages and read marks change, a conversation's retained snapshots go out at most this often (at most 10); a status change publishes them at once", valueName: "seconds"))
+    var conversationSnapshotSeconds: Double?
+
     @Option(help: Self.eventLogRetention.help("How long the event log keeps each processed event: a number and s, m, h or d (36h, 7d), or 0 to keep it for ever", valueName: "duration"))
     var eventLogRetention: String?
 
@@ -200,6 +203,9 @@ struct TandemCoordinatorCommand: AsyncParsableCommand {
     static let maxRoomMembers = Setting<Int>.integer("max-room-members", "TANDEM_MAX_ROOM_MEMBERS", default: defaults.maxRoomMembers, range: 1...10_000)
     static let maxConversationsPerUser = Setting<Int>.integer(
         "max-conversations-per-user", "TANDEM_MAX_CONVERSATIONS_PER_USER", default: defaults.maxConversationsPerUser, range: 1...1_000_000)
+    static let conversationSnapshotSeconds = Setting<Double>.number(
+        "conversation-snapshot-seconds", "TANDEM_CONVERSATION_SNAPSHOT_SECONDS",
+        default: Double(defaults.conversationSnapshotIntervalMs) / 1000, maximum: 10, kind: "a number of seconds")
     static let eventLogRetention = Setting<String>.text(
         "event-log-retention", "TANDEM_EVENT_LOG_RETENTION",
         default: defaults.eventLogRetentionMs.map { "\($0 / 86_400_000)d" } ?? "0",
@@ -245,6 +251,7 @@ struct TandemCoordinatorCommand: AsyncParsableCommand {
         c.maxStickersPerRoom = try Self.maxStickersPerRoom.value(maxStickersPerRoom, in: env)
         c.maxRoomMembers = try Self.maxRoomMembers.value(maxRoomMembers, in: env)
         c.maxConversationsPerUser = try Self.maxConversationsPerUser.value(maxConversationsPerUser, in: env)
+        c.conversationSnapshotIntervalMs = Millis((try Self.conversationSnapshotSeconds.value(conversationSnapshotSeconds, in: env) * 1000).rounded())
         let retention = Self.duration(try Self.eventLogRetention.value(eventLogRetention, in: env)) ?? 0
         c.eventLogRetentionMs = retention == 0 ? nil : retention
         let level = Logger.Level(rawValue: try Self.logLevel.value(logLevel, in: env).lowercased()) ?? .info

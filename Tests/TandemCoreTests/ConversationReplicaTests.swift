@@ -24,7 +24,7 @@ import TandemCore
         #expect(r.status == .left && r.snapshot?.version == 5)
     }
 
-    @Test func aGapWaitsForTheSnapshotAndStaleChangesAreIgnored() {
+    @Test func aGapIsSaidAndStaleChangesAreIgnored() {
         var r = ConversationReplica(user: "bob", peer: "alice")
         // Nothing held yet: a gap.
         do { let outcome = r.apply(changes(from: 0, to: 1, [])); #expect(outcome == .gap) }
@@ -47,6 +47,34 @@ import TandemCore
         do { let outcome = r.apply(changes(from: 0, to: 1, epoch: "e2", [])); #expect(outcome == .gap) }
         do { let outcome = r.take(snapshot(version: 1, epoch: "e2", status: .pending)); #expect(outcome) }
         #expect(r.version == 1 && r.messages.isEmpty && r.status == .pending && r.epoch == "e2")
+    }
+
+    /// A snapshot carries only the latest 20: what is held before its first message stays,
+    /// with the read marks the snapshot implies (the unread of each side are its latest).
+    @Test func aShortSnapshotKeepsOlderHeldMessagesWithTheirReadMarks() {
+        // bob holds m1..m4 from alice (unread) and b1 of his own (unread by alice).
+        var r = ConversationReplica(snapshot: snapshot(version: 5, unread: 4, messages: [
+            message("m1"), message("m2"), message("b1", "bob"), message("m3"), message("m4"),
+        ]))
+        // A later snapshot starting at m3: bob read up to m3 (so m1, m2 too), m5 new and
+        // unread; alice read b1 (so his older ones too).
+        do { let taken = r.take(snapshot(version: 8, unread: 1, messages: [
+            message("m3", read: true), message("m4", read: true), message("b2", "bob", read: true), message("m5"),
+        ])); #expect(taken) }
+        #expect(r.messages.map(\.id) == ["m1", "m2", "b1", "m3", "m4", "b2", "m5"])
+        #expect(r.messages.map(\.isRead) == [true, true, true, true, true, true, false])
+
+        // Unread beyond the snapshot's: the newest of the held ones from alice stay unread.
+        var u = ConversationReplica(snapshot: snapshot(version: 3, unread: 2, messages: [message("m1", read: true), message("m2"), message("m3")]))
+        do { let taken = u.take(snapshot(version: 4, unread: 3, messages: [message("m3"), message("m4")])); #expect(taken) }
+        #expect(u.messages.map(\.id) == ["m1", "m2", "m3", "m4"])
+        #expect(u.messages.map(\.isRead) == [true, false, false, false])
+
+        // A snapshot whose first message is not held: what lies between is unknown, so
+        // nothing older is kept (history pages it).
+        var g = ConversationReplica(snapshot: snapshot(version: 3, messages: [message("m1")]))
+        do { let taken = g.take(snapshot(version: 9, messages: [message("m7"), message("m8")])); #expect(taken) }
+        #expect(g.messages.map(\.id) == ["m7", "m8"])
     }
 
     @Test func theWindowKeepsTheLatestMessages() {

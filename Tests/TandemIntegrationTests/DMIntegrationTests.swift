@@ -232,7 +232,7 @@ import TestSupport
     @Test(arguments: ["SIGTERM", "SIGKILL"])
     func aRestartKeepsEveryConversationAndMessage(signal: String) async throws {
         try await withBroker(.shipped) { broker in
-            let coordinator = try await CoordinatorProcess.start(broker: broker)
+            let coordinator = try await CoordinatorProcess.start(broker: broker, arguments: ["--conversation-snapshot-seconds", "1"])
             let alice = try await TestPeer.connect(broker: broker, user: "alice")
             let bob = try await TestPeer.connect(broker: broker, user: "bob")
             let carol = try await TestPeer.connect(broker: broker, user: "carol")
@@ -325,7 +325,7 @@ import TestSupport
 
     @Test func carolCannotReadOrWriteAlicesConversations() async throws {
         try await withBroker(.shipped) { broker in
-            let coordinator = try await CoordinatorProcess.start(broker: broker)
+            let coordinator = try await CoordinatorProcess.start(broker: broker, arguments: ["--conversation-snapshot-seconds", "1"])
             let alice = try await TestPeer.connect(broker: broker, user: "alice")
             let bob = try await TestPeer.connect(broker: broker, user: "bob")
             let carol = try await TestPeer.connect(broker: broker, user: "carol")
@@ -474,36 +474,43 @@ import TestSupport
             try expectReceipt(try await alice.receipt(id(count), timeout: .seconds(30)), "accepted", version: 2 + Int64(count))
             #expect(alice.receipts.filter { $0["status"]?.stringValue == "accepted" }.count == count + 1)
 
-            // The snapshot: the latest 200, oldest first; unread counts them all.
-            let snapshot = try await view(bob, of: "alice", version: 2 + Int64(count))
+            // The snapshot: the latest 20, oldest first; unread counts them all.
+            let snapshot = try await view(bob, of: "alice", version: 2 + Int64(count), timeout: .seconds(20))
             let window = messages(snapshot)
-            #expect(window == Array(all.suffix(200)))
+            #expect(window == Array(all.suffix(Conversation.snapshotSize)))
             #expect(snapshot["unread"]?.int64Value == Int64(count))
             let oldest = try #require(window.first)
+            let older = Array(all.dropLast(Conversation.snapshotSize))  // 210
 
-            // The 30 older ones in one page.
-            let page = try await dmHistory(bob, peer: "alice", requestId: "older", before: oldest.sentAt, limit: 50)
+            // The newest 200 older ones in one page (the most a page holds), and more before.
+            let page = try await dmHistory(bob, peer: "alice", requestId: "older", before: oldest.sentAt, limit: 200)
             #expect(page["error"] == nil, "\(page.text)")
             #expect(page["peer"]?.stringValue == "alice")
-            #expect(historyMessages(page) == Array(all.prefix(30)))
-            #expect(page["hasMore"]?.boolValue == false)
+            #expect(historyMessages(page) == Array(older.suffix(200)))
+            #expect(page["hasMore"]?.boolValue == true)
 
-            // Or page by page, each page oldest first, walking back with `before`.
-            let page1 = try await dmHistory(bob, peer: "alice", requestId: "p1", before: oldest.sentAt, limit: 20)
-            #expect(historyMessages(page1) == Array(all[10..<30]))
-            #expect(page1["hasMore"]?.boolValue == true)
-            let page2 = try await dmHistory(bob, peer: "alice", requestId: "p2", before: try #require(historyMessages(page1).first).sentAt, limit: 20)
-            #expect(historyMessages(page2) == Array(all[0..<10]))
-            #expect(page2["hasMore"]?.boolValue == false)
+            // Page by page, each page oldest first, walking back with `before`, to the first.
+            var walked: [Msg] = []
+            var before = oldest.sentAt
+            var pages = 0
+            while true {
+                let next = try await dmHistory(bob, peer: "alice", requestId: "p\(pages)", before: before, limit: 50)
+                walked = historyMessages(next) + walked
+                pages += 1
+                guard next["hasMore"]?.boolValue == true, let first = historyMessages(next).first else { break }
+                before = first.sentAt
+            }
+            #expect(pages == 5)
+            #expect(walked == older)
 
             // alice sees the same history from her side.
-            let alicesPage = try await dmHistory(alice, peer: "bob", requestId: "a1", before: oldest.sentAt, limit: 50)
+            let alicesPage = try await dmHistory(alice, peer: "bob", requestId: "a1", before: older[30].sentAt, limit: 50)
             #expect(historyMessages(alicesPage) == Array(all.prefix(30)))
         }
     }
 
     /// Reading marks every message from the peer as read (CONTRACT "read"), not only the
-    /// 200 the snapshot holds; and a conversation longer than the snapshot survives a restart.
+    /// 20 the snapshot holds; and a conversation longer than the snapshot survives a restart.
     @Test func aReadMarksOlderHistoryReadToo() async throws {
         try await withChat { broker, coordinator, alice, bob in
             let t0 = nowMillis() - 600_000
@@ -523,8 +530,8 @@ import TestSupport
             try await coordinator.start()
             try await bob.dm(.dm("read", "read", peer: "alice", at: t0 + 10_000))
             try expectReceipt(try await bob.receipt("read"), "accepted", version: 233)
-            let snapshot = try await view(bob, of: "alice", version: 233)
-            #expect(messages(snapshot) == all.suffix(200).map { $0.read() })
+            let snapshot = try await view(bob, of: "alice", version: 233, timeout: .seconds(20))
+            #expect(messages(snapshot) == all.suffix(Conversation.snapshotSize).map { $0.read() })
             #expect(snapshot["unread"]?.int64Value == 0)
 
             let older = try await dmHistory(bob, peer: "alice", requestId: "older", before: all[30].sentAt, limit: 50)
@@ -566,8 +573,8 @@ import TestSupport
                 #expect(outcome == (changes.toVersion <= first.version ? .ignored : .applied), "changes \(changes.fromVersion)-\(changes.toVersion) on \(replica.version)")
             }
             #expect(replica.version == last)
-            // The snapshot follows within a second of the last change.
-            let truth = try ConversationSnapshot(json: try await view(bob, of: "alice", version: last))
+            // The snapshot follows within the pacing interval (10 s) of the last change.
+            let truth = try ConversationSnapshot(json: try await view(bob, of: "alice", version: last, timeout: .seconds(20)))
             #expect(replica.messages == truth.messages)
             #expect(replica.status == truth.status && replica.unread == truth.unread)
         }
@@ -661,10 +668,12 @@ extension JSON {
 }
 
 /// A broker with the shipped config, the coordinator, and alice and bob connected; all
-/// closed after `body`.
+/// closed after `body`. These tests are about the state machine and wait for the
+/// snapshots of each step: the coordinator paces them to 1 s (`--conversation-snapshot-
+/// seconds 1`) rather than the default 10 s. DMPaceTests runs the default.
 func withChat(_ body: (MosquittoBroker, CoordinatorProcess, TestPeer, TestPeer) async throws -> Void) async throws {
     try await withBroker(.shipped) { broker in
-        let coordinator = try await CoordinatorProcess.start(broker: broker)
+        let coordinator = try await CoordinatorProcess.start(broker: broker, arguments: ["--conversation-snapshot-seconds", "1"])
         let alice = try await TestPeer.connect(broker: broker, user: "alice")
         let bob = try await TestPeer.connect(broker: broker, user: "bob")
         try await body(broker, coordinator, alice, bob)

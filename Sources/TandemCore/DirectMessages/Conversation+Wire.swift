@@ -15,7 +15,7 @@ extension Conversation {
         }
         return ConversationSnapshot(
             user: user, peer: key.peer(of: user), epoch: epoch, status: view.status,
-            version: version, updatedAt: updatedAt, unread: view.unread, messages: messages
+            version: version, updatedAt: updatedAt, unread: view.unread, messages: Array(messages.suffix(Conversation.snapshotSize))
         )
     }
 

@@ -6,8 +6,13 @@
 /// full history lives in the store, which is why `apply` reports what it appended and
 /// what it marked read.
 public struct Conversation: Sendable, Equatable {
-    /// How many messages a snapshot carries, and so how many are kept in memory.
+    /// How many of the latest messages are kept in memory: what a `read` marks and
+    /// sends as new copies in ConversationChanges, and what a client's replica holds.
     public static let windowSize = 200
+    /// How many of the latest messages a snapshot carries (the contract's floor: 20).
+    /// A snapshot is republished whole whenever it goes out, so its size is most of what
+    /// a chat at a person's pace costs; older messages come from changes and history.
+    public static let snapshotSize = 20
 
     /// One participant's side: their status and how many messages from the peer they
     /// have not read (counted over the full history, not only the window).

@@ -2,11 +2,13 @@
 /// version, from a snapshot, kept current by ConversationChanges.
 ///
 /// - A snapshot is taken when it is newer than what is held, or of a new epoch (then
-///   everything held is thrown away).
+///   everything held is thrown away). A snapshot carries only the latest
+///   ``Conversation/snapshotSize`` messages: in the same epoch, the held messages older
+///   than its first are kept, their read marks brought up to date from its `unread`.
 /// - A ConversationChanges is applied when its `fromVersion` is the held version of the
-///   same epoch. One that starts later is a gap: the caller waits for the next snapshot
-///   (which is published at most a second later). One that ends at or before the held
-///   version is stale and ignored.
+///   same epoch. One that starts later is a gap: the caller asks for the changes since
+///   the held version (a `dmChanges` request, one round trip). One that ends at or before
+///   the held version is stale and ignored.
 public struct ConversationReplica: Sendable, Equatable {
     public enum ChangesOutcome: Sendable, Equatable {
         /// Applied: the view is now at the changes' `toVersion`.
@@ -55,13 +57,38 @@ public struct ConversationReplica: Sendable, Equatable {
     public mutating func take(_ snapshot: ConversationSnapshot) -> Bool {
         guard snapshot.user == user, snapshot.peer == peer else { return false }
         if let epoch, epoch == snapshot.epoch, snapshot.version <= version { return false }
+        let kept = epoch == snapshot.epoch ? held(olderThan: snapshot) : []
         epoch = snapshot.epoch
         version = snapshot.version
         status = snapshot.status
         unread = snapshot.unread
         updatedAt = snapshot.updatedAt
-        messages = Array(snapshot.messages.suffix(Conversation.windowSize))
+        messages = Array((kept + snapshot.messages).suffix(Conversation.windowSize))
         return true
+    }
+
+    /// The held messages before the snapshot's first one (none when the snapshot's first
+    /// is not held: what lies between is unknown), with the read marks the snapshot
+    /// implies. `read` marks every message from the other side, so the unread messages of
+    /// either side are always its latest ones: the peer's `unread` minus those unread in
+    /// the snapshot are the newest of the peer's held ones, and once the oldest of the
+    /// user's own messages in the snapshot is read, all older ones are.
+    private func held(olderThan snapshot: ConversationSnapshot) -> [DirectMessage] {
+        guard let first = snapshot.messages.first, let cut = messages.firstIndex(where: { $0.id == first.id }) else { return [] }
+        var kept = Array(messages[..<cut])
+        var unreadLeft = max(0, snapshot.unread - snapshot.messages.count { $0.sender == peer && !$0.isRead })
+        let ownAllRead = snapshot.messages.first { $0.sender == user }?.isRead == true
+        for i in kept.indices.reversed() {
+            let message = kept[i]
+            if message.sender == peer {
+                let isUnread = unreadLeft > 0
+                if isUnread { unreadLeft -= 1 }
+                kept[i] = DirectMessage(id: message.id, sender: message.sender, text: message.text, sentAt: message.sentAt, isRead: !isUnread)
+            } else if ownAllRead {
+                kept[i] = message.markedRead()
+            }
+        }
+        return kept
     }
 
     /// Applies `changes` when they start at the held version of the same epoch.

@@ -9,7 +9,7 @@ public struct ConversationSnapshot: Sendable, Equatable {
     public let updatedAt: Millis
     /// Messages from the peer to the user not yet read.
     public let unread: Int
-    /// The latest messages (at most 200), oldest first.
+    /// The latest messages (at most ``Conversation/snapshotSize``), oldest first.
     public let messages: [DirectMessage]
 
     public init(

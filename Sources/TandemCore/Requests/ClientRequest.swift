@@ -7,6 +7,9 @@ public struct ClientRequest: Sendable, Equatable {
         case dmHistory
         /// Finished workouts with their summaries.
         case logbook
+        /// One conversation's changes since a version: how a client fills a gap in one
+        /// round trip. Answered from the coordinator's memory, not the store.
+        case dmChanges
     }
 
     public static let defaultLimit = 50
@@ -19,13 +22,22 @@ public struct ClientRequest: Sendable, Equatable {
     /// dmHistory: only messages sent strictly before this time.
     public var before: Millis?
     public var limit: Int
+    /// dmChanges: the version the client holds.
+    public var since: Int64?
+    /// dmChanges: the epoch of the version the client holds (another epoch: a snapshot).
+    public var epoch: String?
 
-    public init(requestId: String, kind: Kind, peer: String? = nil, before: Millis? = nil, limit: Int = ClientRequest.defaultLimit) {
+    public init(
+        requestId: String, kind: Kind, peer: String? = nil, before: Millis? = nil, limit: Int = ClientRequest.defaultLimit,
+        since: Int64? = nil, epoch: String? = nil
+    ) {
         self.requestId = requestId
         self.kind = kind
         self.peer = peer
         self.before = before
         self.limit = limit
+        self.since = since
+        self.epoch = epoch
     }
 
     public static func decode(_ bytes: some Collection<UInt8>) -> Result<ClientRequest, DecodeFailure> {
@@ -42,6 +54,13 @@ public struct ClientRequest: Sendable, Equatable {
                 request.peer = try reader.identifier("peer")
                 if reader.has("before") { request.before = try reader.int64("before") }
             }
+            if kind == .dmChanges {
+                request.peer = try reader.identifier("peer")
+                let since = try reader.int64("since")
+                guard since >= 0 else { throw Rejection.invalid("since must not be negative") }
+                request.since = since
+                if reader.has("epoch") { request.epoch = try reader.string("epoch") }
+            }
             return request
         }
     }
@@ -50,7 +69,9 @@ public struct ClientRequest: Sendable, Equatable {
         var members: [JSON.Member] = [.init("requestId", .string(requestId)), .init("type", .string(kind.rawValue))]
         if let peer { members.append(.init("peer", .string(peer))) }
         if let before { members.append(.init("before", .int(before))) }
-        members.append(.init("limit", .int(Int64(limit))))
+        if let since { members.append(.init("since", .int(since))) }
+        if let epoch { members.append(.init("epoch", .string(epoch))) }
+        if kind != .dmChanges { members.append(.init("limit", .int(Int64(limit)))) }
         return .object(members)
     }
 
