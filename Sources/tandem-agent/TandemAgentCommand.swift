@@ -53,9 +53,12 @@ struct TandemAgentCommand: AsyncParsableCommand {
             command = sub
             path.append(word)
         }
-        let help = command.helpMessage(includeHidden: true, columns: 10_000)
+        // A group's default subcommand (`dm` is `dm chat`) takes its flags too.
+        let commands = [command] + (command.configuration.defaultSubcommand.map { [$0] } ?? [])
         var known: Set<String> = ["--help", "--version", "--experimental-dump-help", "--generate-completion-script"]
-        for match in help.matches(of: /--[a-z0-9][a-z0-9-]*/) { known.insert(String(match.output)) }
+        for help in commands.map({ $0.helpMessage(includeHidden: true, columns: 10_000) }) {
+            for match in help.matches(of: /--[a-z0-9][a-z0-9-]*/) { known.insert(String(match.output)) }
+        }
         for word in arguments {
             if word == "--" { break }
             guard word.hasPrefix("--") else { continue }

@@ -10,17 +10,19 @@ struct BenchCommand: AsyncParsableCommand {
         discussion: """
         Scenarios: relay (the broker's own two-hop QoS 1 path, no coordinator), rooms, \
         contended, dm, telemetry, all. Every Tandem scenario also runs relay in the same \
-        invocation (unless --no-relay), so each figure has the broker's beside it. The \
+        invocation (unless --no-relay), so each figure has the broker's beside it. chat \
+        is apart: the broker bytes per message of one conversation, in a burst and at a \
+        person's pace (--message-bytes, default 100; --history, default 200). The \
         broker must allow these client ids and topics: run it with an open config \
         (scripts/bench does; see docs/PERFORMANCE.md).
         """
     )
 
     enum ScenarioName: String, ExpressibleByArgument, CaseIterable {
-        case relay, rooms, contended, dm, telemetry, all
+        case relay, rooms, contended, dm, telemetry, all, chat
     }
 
-    @Argument(help: "relay, rooms, contended, dm, telemetry or all.") var scenario: ScenarioName
+    @Argument(help: "relay, rooms, contended, dm, telemetry, all, or chat.") var scenario: ScenarioName
     @Option(help: "Broker host.") var host = "127.0.0.1"
     @Option(help: "Broker port.") var port = 1883
     @Option(help: "MQTT username (default: anonymous).") var username: String?
@@ -49,6 +51,8 @@ struct BenchCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Soak samples: a tab-separated line every --sample-seconds of each measured run (rates, unanswered, receipt p99 and max, coordinator RSS and CPU, --watch sizes).", valueName: "file"))
     var samples: String?
     @Option(help: "Seconds between soak samples.") var sampleSeconds = 10.0
+    @Option(help: "chat: messages the conversation holds before the measured ones.") var history = 200
+    @Option(help: "chat: seconds the conversation is left quiet before and after the measured messages (the coordinator's snapshot pacing, 10 s, plus one).") var settleSeconds = 11.0
     @Option(help: ArgumentHelp("NAME=PATH, repeatable: a file or directory whose size each soak sample reports.", valueName: "name=path"))
     var watch: [String] = []
 
@@ -58,6 +62,7 @@ struct BenchCommand: AsyncParsableCommand {
         }
         if let stickers, stickers <= 0 { throw ValidationError("--stickers must be positive") }
         guard sampleSeconds > 0 else { throw ValidationError("--sample-seconds must be positive") }
+        guard history >= 0, settleSeconds >= 0 else { throw ValidationError("--history and --settle-seconds must not be negative") }
         for text in watch {
             let parts = text.split(separator: "=", maxSplits: 1)
             guard parts.count == 2, !parts[0].isEmpty, !parts[1].isEmpty else {
@@ -83,6 +88,15 @@ struct BenchCommand: AsyncParsableCommand {
         broker.identities = identities.map { text in
             let parts = text.split(separator: ":", maxSplits: 1)
             return BrokerAddress.Identity(user: String(parts[0]), password: parts.count > 1 ? String(parts[1]) : "")
+        }
+        if scenario == .chat {
+            let textBytes = messageBytes > 0 ? messageBytes : 100
+            let chat = ChatBytes(broker: broker, topics: Topics(), nonce: nonce, textBytes: textBytes, history: history,
+                                 settleSeconds: settleSeconds, progress: !quiet)
+            let results = try await chat.run()
+            print(json ? ChatBytes.json(results, textBytes: textBytes, history: history) : ChatBytes.table(results, textBytes: textBytes, history: history),
+                  terminator: json ? "\n" : "")
+            return
         }
         let runner = Runner(
             durationSeconds: duration, drainTimeoutSeconds: drainTimeout, setupRate: setupRate,
@@ -111,7 +125,7 @@ struct BenchCommand: AsyncParsableCommand {
             case .rooms: RoomsScenario(name: "rooms", options: options, layout: .owned)
             case .contended: makeContendedScenario(options: options)
             case .dm: DMScenario(options: options)
-            case .telemetry, .all: TelemetryScenario(options: options)
+            case .telemetry, .all, .chat: TelemetryScenario(options: options)
             }
             let tracker = Tracker()
             try await s.connect(tracker: tracker)
