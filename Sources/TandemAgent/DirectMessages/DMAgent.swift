@@ -14,8 +14,8 @@ public actor DMAgent {
     private var console: Console { session.console }
     private var client: TandemClient { session.client }
 
-    /// How long a finishing script waits for the snapshot that fills a gap (snapshots
-    /// are paced to once a second, so what a peer just sent may be a second away).
+    /// How long a finishing script waits for a gap to be filled (the client asks for the
+    /// changes it missed: one round trip, unless the coordinator is away).
     public static let gapWait: Duration = .seconds(3)
     /// How long to wait after SUBACK for the retained snapshots.
     public static let retainedWait: Duration = .milliseconds(300)
