@@ -13,10 +13,22 @@ import TestSupport
         try TandemClient(host: broker.host, port: broker.port, username: user, password: "\(user)-demo", clientId: "\(user)-\(device)")
     }
 
-    /// alice asks, bob accepts; returns the version after the accept (2).
-    func startChat(_ alice: TandemClient, _ bob: TandemClient) async throws {
-        #expect(try await alice.dm(.request, to: "bob", text: "hi").status == .accepted)
-        #expect(try await bob.dm(.accept, to: "alice").status == .accepted)
+    /// The shipped broker, a coordinator with the default pacing, alice's and bob's
+    /// phones connected, and their conversation: alice asks ("hi"), bob accepts (version
+    /// 2). Everything is closed after `body`.
+    func withChat(_ body: (MosquittoBroker, TandemClient, TandemClient) async throws -> Void) async throws {
+        try await withBroker(.shipped) { broker in
+            let coordinator = try await CoordinatorProcess.start(broker: broker)
+            let alice = try client(broker, "alice", device: "phone")
+            let bob = try client(broker, "bob", device: "phone")
+            try await alice.connect()
+            try await bob.connect()
+            #expect(try await alice.dm(.request, to: "bob", text: "hi").status == .accepted)
+            #expect(try await bob.dm(.accept, to: "alice").status == .accepted)
+            try await body(broker, alice, bob)
+            for c in [alice, bob] { await c.close() }
+            #expect(await coordinator.stop() == 0)
+        }
     }
 
     /// A client that was away while messages came (an app opened again) shows them in one
@@ -24,15 +36,8 @@ import TestSupport
     /// answer to one `dmChanges` request, before the next paced snapshot is out.
     @Test(.timeLimit(.minutes(1)))
     func aClientBackFromAwayCatchesUpInOneRoundTrip() async throws {
-        try await withBroker(.shipped) { broker in
-            let coordinator = try await CoordinatorProcess.start(broker: broker)
-            let alice = try client(broker, "alice", device: "phone")
-            let bobPhone = try client(broker, "bob", device: "phone")
-            try await alice.connect()
-            try await bobPhone.connect()
-            let phoneView = try await bobPhone.conversation(with: "alice")
-            try await startChat(alice, bobPhone)
-            _ = try await first(phoneView) { $0.version >= 2 }
+        try await withChat { broker, alice, bobPhone in
+            _ = try await first(try await bobPhone.conversation(with: "alice")) { $0.version >= 2 }
             await bobPhone.close()
 
             // While bob is away: three messages, well within one pacing interval, so the
@@ -63,9 +68,8 @@ import TestSupport
             })
             #expect(caughtUp.messages.suffix(paced.messages.count) == paced.messages[...])
             #expect(caughtUp.unread == paced.unread && caughtUp.status == paced.status)
-            for c in [alice, bobAgain] { await c.close() }
+            await bobAgain.close()
             await watch.close()
-            #expect(await coordinator.stop() == 0)
         }
     }
 
@@ -74,13 +78,7 @@ import TestSupport
     /// other device during the gap shows as read.
     @Test(.timeLimit(.minutes(1)))
     func aLateSubscriberGetsTheSnapshotThenTheGapWithAReadMark() async throws {
-        try await withBroker(.shipped) { broker in
-            let coordinator = try await CoordinatorProcess.start(broker: broker)
-            let alice = try client(broker, "alice", device: "phone")
-            let bobPhone = try client(broker, "bob", device: "phone")
-            try await alice.connect()
-            try await bobPhone.connect()
-            try await startChat(alice, bobPhone)
+        try await withChat { broker, alice, bobPhone in
             #expect(try await alice.dm(.message, to: "bob", text: "one").status == .accepted)
             #expect(try await alice.dm(.message, to: "bob", text: "two").status == .accepted)
             // bob reads on his phone, during the interval the snapshot waits for.
@@ -105,8 +103,7 @@ import TestSupport
             #expect(try await alice.dm(.message, to: "bob", text: "three").status == .accepted)
             let live = try await first(try await laptop.conversation(with: "alice")) { $0.version == 6 }
             #expect(live.messages.last?.text == "three" && live.unread == 1)
-            for c in [alice, bobPhone, laptop] { await c.close() }
-            #expect(await coordinator.stop() == 0)
+            await laptop.close()
         }
     }
 
@@ -115,13 +112,7 @@ import TestSupport
     /// refusals in the history query's error shape.
     @Test(.timeLimit(.minutes(1)))
     func dmChangesAnswersOnTheWire() async throws {
-        try await withBroker(.shipped) { broker in
-            let coordinator = try await CoordinatorProcess.start(broker: broker)
-            let alice = try client(broker, "alice", device: "phone")
-            let bob = try client(broker, "bob", device: "phone")
-            try await alice.connect()
-            try await bob.connect()
-            try await startChat(alice, bob)
+        try await withChat { broker, alice, _ in
             #expect(try await alice.dm(.message, to: "bob", text: "one").status == .accepted)
             let peer = try await TestPeer.connect(broker: broker, user: "bob")
             func ask(_ id: String, _ fields: [JSON.Member]) async throws -> JSON {
@@ -136,29 +127,6 @@ import TestSupport
             #expect(try await ask("q4", [.init("peer", "alice")])["error"]?["code"] == "invalid_payload")
             #expect(try await ask("q5", [.init("peer", "alice"), .init("since", -1)])["error"]?["code"] == "invalid_payload")
             await peer.close()
-            for c in [alice, bob] { await c.close() }
-            #expect(await coordinator.stop() == 0)
-        }
-    }
-
-    func first<Element: Sendable>(
-        _ stream: AsyncStream<Element>, timeout: Duration = .seconds(20), where condition: @escaping @Sendable (Element) -> Bool
-    ) async throws -> Element {
-        try await withThrowingTaskGroup(of: Element?.self) { group in
-            group.addTask {
-                for await element in stream where condition(element) { return element }
-                return nil
-            }
-            group.addTask {
-                try await Task.sleep(for: timeout)
-                return nil
-            }
-            defer { group.cancelAll() }
-            guard let found = try await group.next() ?? nil else {
-                Issue.record("nothing matched within \(timeout)")
-                throw CancellationError()
-            }
-            return found
         }
     }
 }
