@@ -8,6 +8,7 @@ import NIOCore
 import PostgresNIO
 import TandemStore
 import TandemCore
+import Synchronization
 
 /// Tandem's database on PostgreSQL: the one owner of one connection, like the SQLite
 /// `TandemStore`, and the same `CoordinatorStore` to the coordinator.
@@ -154,24 +155,30 @@ public actor PostgresStore: CoordinatorStore {
             do {
                 let connection = try await link.open()
                 // A server that goes away mid-statement (a restart) can leave a query
-                // waiting for an answer that never comes: no attempt waits longer than
-                // this. Closing the connection fails the query as a connection loss,
-                // and the batch marker keeps a retry from applying it twice.
-                let watchdog = Task { [logger] in
-                    try await Task.sleep(for: Self.commitAttemptTimeout)
+                // waiting for an answer that never comes, and closing the connection
+                // did not always end the wait (seen once in a few runs of the PostgreSQL
+                // restart test: the leader hung for good after this warning). So no
+                // attempt is waited for longer than this: it is given up on, its
+                // connection closed, and the next attempt runs on a new one; the batch
+                // marker keeps a retry from applying the batch twice.
+                let wasCommitted = try await Self.racing(deadline: Self.commitAttemptTimeout, onTimeout: { [logger] in
                     logger.warning("commit batch \(number): no answer for \(Self.commitAttemptTimeout); closing the connection and retrying")
                     try? await connection.close()
-                }
-                defer { watchdog.cancel() }
-                if attempt > 0, try await committed(term: fence?.term ?? 0, batch: number, on: connection) {
+                }, { [self, attempt] in
+                    if attempt > 0, try await committed(term: fence?.term ?? 0, batch: number, on: connection) { return true }
+                    try await write(batch, number: number, on: connection)
+                    return false
+                })
+                if wasCommitted {
                     logger.notice("batch \(number) had committed before the connection was lost; not writing it again")
-                    return
+                } else if attempt > 0 {
+                    logger.notice("batch \(number) committed after \(attempt) retries")
                 }
-                try await write(batch, number: number, on: connection)
-                if attempt > 0 { logger.notice("batch \(number) committed after \(attempt) retries") }
                 return
             } catch {
-                let failure = PostgresStoreError(doing: "commit batch \(number)", error)
+                let failure = error is AttemptTimedOut
+                    ? PostgresStoreError(kind: .connection, message: "commit batch \(number): no answer for \(Self.commitAttemptTimeout)")
+                    : PostgresStoreError(doing: "commit batch \(number)", error)
                 guard failure.isConnectionLoss else {
                     if let connection = link.connection {
                         _ = try? await connection.query(PostgresQuery(unsafeSQL: "ROLLBACK"), logger: logger)
@@ -185,6 +192,43 @@ public actor PostgresStore: CoordinatorStore {
                 delayMs = min(delayMs * 2, 1_000)
             }
         }
+    }
+
+    struct AttemptTimedOut: Error {}
+
+    /// `body`'s result, or ``AttemptTimedOut`` once `deadline` has passed without one:
+    /// then `onTimeout` runs and `body` is cancelled and left behind (a query stuck on a
+    /// dead connection may never return; nothing waits for it).
+    static func racing<T: Sendable>(
+        deadline: Duration, onTimeout: @escaping @Sendable () async -> Void, _ body: @escaping @Sendable () async throws -> T
+    ) async throws -> T {
+        let race = Race<T>()
+        return try await withCheckedThrowingContinuation { continuation in
+            race.waiter.withLock { $0 = continuation }
+            let timer = Task {
+                guard (try? await Task.sleep(for: deadline)) != nil, let waiting = race.take() else { return }
+                waiting.resume(throwing: AttemptTimedOut())
+                race.tasks.withLock { $0.work }?.cancel()
+                await onTimeout()
+            }
+            let work = Task {
+                let result: Result<T, any Error>
+                do { result = .success(try await body()) } catch { result = .failure(error) }
+                guard let waiting = race.take() else { return }
+                race.tasks.withLock { $0.timer }?.cancel()
+                waiting.resume(with: result)
+            }
+            race.tasks.withLock { $0 = (work, timer) }
+        }
+    }
+
+    /// Who answers a ``racing(deadline:onTimeout:_:)`` first: the work or the timer.
+    final class Race<T: Sendable>: Sendable {
+        let waiter = Mutex<CheckedContinuation<T, any Error>?>(nil)
+        let tasks = Mutex<(work: Task<Void, Never>?, timer: Task<Void, Never>?)>((nil, nil))
+
+        /// The waiting continuation, once: the first caller gets it.
+        func take() -> CheckedContinuation<T, any Error>? { waiter.withLock { $0.take() } }
     }
 
     /// Whether the commit marker says batch `number` of `term` is in the database.
