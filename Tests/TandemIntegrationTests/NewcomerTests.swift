@@ -70,6 +70,11 @@ import TestSupport
         #expect(missing.exitCode == 64)
         #expect(missing.standardError.contains("Missing expected argument '--room <room>'"), "\(missing.standardError)")
 
+        // `dm` is `dm chat`: the chat's own flags are known to it.
+        let chat = try await ChildProcess.run(Self.agent, ["dm", "--user", "alice", "--port", "1", "--connect-timeout", "0.2", "--json"])
+        #expect(chat.exitCode == 1, "\(chat.standardError)")
+        #expect(!chat.standardError.contains("Unknown option"), "\(chat.standardError)")
+
         let coordinator = try await ChildProcess.run(Self.coordinator, ["--prot", "1884"])
         #expect(coordinator.exitCode == 64)
         #expect(coordinator.standardError.contains("--prot"), "\(coordinator.standardError)")
