@@ -94,10 +94,19 @@ import TestSupport
         try await withBroker(.shipped) { broker in
             let coordinator = try await CoordinatorProcess.start(broker: broker, arguments: ["--lock-lease-seconds", "1"])
             let agent = Agent(broker: broker, user: "alice")
-            let script = "(printf 'create s1 a.png 1 1 10 10\\n'; sleep 6) | \(Self.agent) room --room said " + agent.connection.joined(separator: " ")
+            let watcher = try await TestPeer.connect(broker: broker, user: "alice")
+            // Stdin stays open until the test says so (the file `done`): what happens is
+            // waited for, not timed, so a busy machine changes nothing.
+            let done = try makeTemporaryDirectory(prefix: "said-") + "/done"
+            let script = "(printf 'create s1 a.png 1 1 10 10\\n'; while [ ! -e '\(done)' ]; do sleep 0.1; done) | \(Self.agent) room --room said "
+                + agent.connection.joined(separator: " ")
             let child = try ChildProcess("/bin/sh", ["-c", script])
-            try await Task.sleep(for: .seconds(3))
+            // The lock runs out a second after the create: version 2 says so.
+            _ = try await watcher.waitFor(Topics().roomState(room: "said"), timeout: .seconds(60)) { $0["version"]?.int64Value == 2 }
+            await watcher.close()
             #expect(await coordinator.stop() == 0)
+            try await Self.waitUntil(timeout: .seconds(60)) { child.standardOutput.contains("the coordinator is offline") }
+            _ = FileManager.default.createFile(atPath: done, contents: nil)
             #expect(await child.waitForExit(timeout: .seconds(60)) == 0, "\(child.standardError)")
             let out = child.standardOutput
             #expect(out.components(separatedBy: "your lock on s1 expired").count == 2, "\(out)")
@@ -118,6 +127,18 @@ import TestSupport
             #expect(run.termination?.code == 0, "\(run.standardError)")
             #expect(run.standardOutput.contains("read bob: done"), "\(run.standardOutput)")
             #expect(await coordinator.stop() == 0)
+        }
+    }
+
+    /// Polls `condition` every 50 ms until it holds, at most `timeout`.
+    static func waitUntil(timeout: Duration, _ condition: () -> Bool) async throws {
+        let deadline = ContinuousClock.now + timeout
+        while !condition() {
+            guard ContinuousClock.now < deadline else {
+                Issue.record("the awaited state did not come within \(timeout)")
+                return
+            }
+            try await Task.sleep(for: .milliseconds(50))
         }
     }
 }
