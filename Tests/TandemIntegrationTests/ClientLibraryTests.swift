@@ -87,7 +87,6 @@ import TestSupport
         }
     }
 
-    /// The first element that satisfies `condition`, or an error after a generous bound.
     /// A user's own room list follows invitations, roles and removals; the room's
     /// stream carries the members; invite, role and remove return their receipts.
     @Test func myRoomsFollowInvitesRolesAndRemovals() async throws {
