@@ -40,17 +40,12 @@ public struct BrokerOptions: ParsableArguments, Sendable {
     /// The address, TLS and topic root; a bad value or an unreadable file is a usage
     /// error naming the flag or the variable.
     public func resolve(in environment: [String: String]) throws -> BrokerAddress {
-        let tls: MQTTTLS?
-        do {
-            tls = try MQTTSecuritySettings(
-                password: nil, passwordFile: nil,
-                caFile: Self.tlsCaFile.resolve(tlsCaFile, in: environment),
-                certFile: Self.tlsCertFile.resolve(tlsCertFile, in: environment),
-                keyFile: Self.tlsKeyFile.resolve(tlsKeyFile, in: environment)
-            ).resolve().tls
-        } catch let error as MQTTError {
-            throw ValidationError(error.message)
-        }
+        let settings = MQTTSecuritySettings(
+            password: nil, passwordFile: nil,
+            caFile: try Self.tlsCaFile.resolve(tlsCaFile, in: environment),
+            certFile: try Self.tlsCertFile.resolve(tlsCertFile, in: environment),
+            keyFile: try Self.tlsKeyFile.resolve(tlsKeyFile, in: environment))
+        let tls = try usageError { () throws(MQTTError) in try settings.resolve().tls }
         return BrokerAddress(
             host: try Self.host.value(host, in: environment),
             port: try Self.port.value(port, in: environment),
@@ -88,15 +83,21 @@ public struct BrokerAccountOptions: ParsableArguments, Sendable {
     /// The username and the password (a password file is read once per process: it may
     /// be a pipe, `<(echo ...)`).
     public func resolve(in environment: [String: String]) throws -> (username: String?, password: String?) {
-        do {
-            let password = try MQTTSecuritySettings(
-                password: Self.password.resolve(password, in: environment),
-                passwordFile: Self.passwordFile.resolve(passwordFile, in: environment),
-                caFile: nil, certFile: nil, keyFile: nil
-            ).resolve().password
-            return (try Self.username.resolve(username, in: environment), password)
-        } catch let error as MQTTError {
-            throw ValidationError(error.message)
-        }
+        let settings = MQTTSecuritySettings(
+            password: try Self.password.resolve(password, in: environment),
+            passwordFile: try Self.passwordFile.resolve(passwordFile, in: environment),
+            caFile: nil, certFile: nil, keyFile: nil)
+        let password = try usageError { () throws(MQTTError) in try settings.resolve().password }
+        return (try Self.username.resolve(username, in: environment), password)
+    }
+}
+
+/// What `body` returns; an `MQTTError` (an unreadable file, flags that do not go
+/// together) becomes a usage error with its message (exit 64).
+public func usageError<T>(_ body: () throws(MQTTError) -> T) throws -> T {
+    do {
+        return try body()
+    } catch {
+        throw ValidationError(error.message)
     }
 }

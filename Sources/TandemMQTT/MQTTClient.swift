@@ -421,14 +421,14 @@ final class ClientCore: @unchecked Sendable {
     /// After a port closed the connection three times without an MQTT answer, before this
     /// client was ever connected: not retrying (a reconnecting client keeps trying).
     func failNotMQTTForGood() -> Bool {
+        let error = MQTTError(.library(code: MOSQ_ERR_PROTOCOL.rawValue), notMQTTReason)
         let waiters = state.withLock { s -> [CheckedContinuation<Void, any Error>]? in
             guard !s.everConnected else { return nil }
-            s.permanentFailure = MQTTError(.library(code: MOSQ_ERR_PROTOCOL.rawValue), notMQTTReason)
+            s.permanentFailure = error
             defer { s.connectWaiters.removeAll() }
             return Array(s.connectWaiters.values)
         }
         guard let waiters else { return false }
-        let error = state.withLock { $0.permanentFailure! }
         logger.error("not an MQTT broker; not retrying", error: error)
         eventsContinuation.yield(.disconnected(reason: error.message))
         waiters.forEach { $0.resume(throwing: error) }

@@ -221,11 +221,7 @@ struct TandemCoordinatorCommand: AsyncParsableCommand {
         c.brokerAdminUsername = try Self.brokerAdminUsername.resolve(brokerAdminUsername, in: env)
         if let path = try Self.brokerAdminPasswordFile.resolve(brokerAdminPasswordFile, in: env) {
             guard c.brokerAdminUsername != nil else { throw ValidationError("--broker-admin-password-file needs --broker-admin-username") }
-            do {
-                c.brokerAdminPassword = try MQTTPasswordFile.read(path)
-            } catch {
-                throw ValidationError(error.message)
-            }
+            c.brokerAdminPassword = try usageError { () throws(MQTTError) in try MQTTPasswordFile.read(path) }
         }
         c.clientId = try Self.clientId.value(clientId, in: env)
         c.databasePath = try Self.database.value(database, in: env)
