@@ -36,6 +36,9 @@ public struct CoordinatorConfiguration: Sendable {
     public var conversationSnapshotIntervalMs: Millis = 10_000
     /// Ids are remembered for duplicate detection at least this long (contract: 24 h).
     public var seenIdRetentionMs: Millis = 48 * 3600 * 1000
+    /// Of those, memory holds the last few minutes (`--id-memory`); the store answers for
+    /// the rest, off the pipeline (``RememberedIds``).
+    public var seenIdMemoryMs: Millis = 5 * 60 * 1000
     /// The event log (the audit trail of every processed event and its receipt) keeps
     /// rows this long (`--event-log-retention`); nil: for ever. Seven days by default:
     /// long enough to look into what a user reports after a weekend, short enough that

@@ -52,9 +52,10 @@ extension Engine {
         static let codes = ReceiptCode.allCases
     }
 
-    /// An event or command whose id is remembered only as a digest: probably a resend of
-    /// an older one, or (about once in billions) a new id with the same digest. The
-    /// service asks the store (``CoordinatorStore/seenId(user:id:)``) off the pipeline and
+    /// An event or command whose id memory cannot judge: remembered only as a digest
+    /// (probably a resend of an older one, or about once in billions a new id with the
+    /// same digest), or not held and with a timestamp older than the memory window (a
+    /// resend from minutes ago, or a client whose clock is behind). The service asks the store (``CoordinatorStore/seenId(user:id:)``) off the pipeline and
     /// hands the answer to ``resolve(_:firstCopy:at:)``: a resend is rare, so this path
     /// may take a query's time; the pipeline never waits for it.
     public struct IdCheck: Sendable {
@@ -111,7 +112,8 @@ extension Engine {
     /// rows the same way (``CoordinatorConfiguration/eventLogRetentionMs``). Returns the
     /// step's number.
     mutating func afterStep(now: Millis, batch: inout StoreBatch) -> Int {
-        let (number, pruned) = remembered.stepApplied(now: now, wall: wall, retentionMs: configuration.seenIdRetentionMs)
+        let (number, pruned) = remembered.stepApplied(
+            now: now, wall: wall, retentionMs: configuration.seenIdRetentionMs, memoryMs: configuration.seenIdMemoryMs)
         if pruned {
             buckets = buckets.filter { !$0.value.isFull(now: now) }
             // A room's `updatedAt` is a time of day.

@@ -135,8 +135,10 @@ public struct Engine {
         public var rooms = Rooms()
         public var conversations: [StoredConversation] = []
         public var workouts: [EntityRow] = []
-        /// The remembered ids, as the store's digests (``CoordinatorStore/loadSeenDigests(since:)``).
+        /// The remembered ids, as the store's digests (``CoordinatorStore/loadSeenDigests(since:)``):
+        /// every id whose horizon (``RememberedIds``) is at or after `seenSince`.
         public var seenDigests = IdDigests(since: 0)
+        public var seenSince: Millis = .min
 
         public init() {}
 
@@ -181,7 +183,9 @@ public struct Engine {
             let workout = try WorkoutState(persisted: JSON.parse(row.body))
             workouts[WorkoutKey(user: workout.user, workoutId: workout.workoutId)] = workout
         }
-        if !recovered.seenDigests.isEmpty { remembered.older = recovered.seenDigests }
+        remembered = RememberedIds(
+            older: recovered.seenDigests.isEmpty ? IdDigests(since: now) : recovered.seenDigests,
+            heldSince: recovered.seenSince, now: now)
     }
 
     /// Reads rooms from their rows in a few tasks at once (each room is its own value),
@@ -337,27 +341,28 @@ public struct Engine {
 
     /// The common path of buffered events and commands after decoding: duplicate check,
     /// timestamp clamp, into the buffer.
-    /// `digestChecked`: the store said that an id whose digest is remembered was not seen
-    /// (``resolve(_:firstCopy:at:)``).
+    /// `timestamp`: the item's own, before the clamp. `digestChecked`: the store said that
+    /// an id that memory could not judge was not seen (``resolve(_:firstCopy:at:)``).
     mutating func admit(_ item: Buffered, kind: Receipt.Kind, timestamp: Millis, currentVersion: Int64?, now: Millis, digestChecked: Bool = false) -> [Publication] {
         let key = SeenKey(user: item.user, id: item.id)
-        switch remembered.lookup(key) {
+        switch remembered.lookup(key, timestamp: timestamp) {
         case .exact(let entry):
             if entry.inBuffer {
                 remembered.addWaitingCopy(key)
                 return []
             }
             return [receipt(.duplicate(id: item.id, kind: kind, version: currentVersion, original: entry.original), to: item.user, arrivedAt: now)]
-        case .digest where !digestChecked:
+        case .digest where !digestChecked, .unknown where !digestChecked:
+            metrics.idStoreChecks += 1
             idChecks.append(IdCheck(item: item, kind: kind, timestamp: timestamp, arrival: now))
             return []
-        case .digest, .unseen:
+        case .digest, .unknown, .unseen:
             break
         }
         if !takeToken(for: item.user, now: now) {
             return [receipt(.rejected(id: item.id, kind: kind, Self.rateLimited, version: currentVersion), to: item.user, arrivedAt: now)]
         }
-        remembered.admit(key, now: wall)
+        remembered.admit(key, horizon: RememberedIds.horizon(timestamp: timestamp, wall: wall, retentionMs: configuration.seenIdRetentionMs))
         var item = item
         item.arrival = now
         // Skew is judged against the wall clock: timestamps are times of day.

@@ -22,6 +22,9 @@ public struct Metrics: Sendable {
     /// Events that sorted before events already applied (applied anyway, state not rewound).
     public var lateEvents = 0
     public var clampedTimestamps = 0
+    /// Resends (or new ids with an old timestamp) that only the store could judge, asked
+    /// off the pipeline (``Engine/IdCheck``): the cost of keeping minutes of ids in memory.
+    public var idStoreChecks = 0
     public var telemetryAccepted = 0
     public var lockExpiries = 0
     public var batches = 0
@@ -85,6 +88,7 @@ public struct Metrics: Sendable {
             "dropped": .int(Int64(dropped)),
             "lateEvents": .int(Int64(lateEvents)),
             "clampedTimestamps": .int(Int64(clampedTimestamps)),
+            "idStoreChecks": .int(Int64(idStoreChecks)),
             "telemetryAccepted": .int(Int64(telemetryAccepted)),
             "lockExpiries": .int(Int64(lockExpiries)),
             "batches": .int(Int64(batches)),

@@ -22,6 +22,7 @@ public final class MetricsExporter: Sendable {
         public static let queriesRefused = "tandem_queries_refused_total"
         public static let lateEvents = "tandem_late_events_total"
         public static let clampedTimestamps = "tandem_clamped_timestamps_total"
+        public static let idStoreChecks = "tandem_id_store_checks_total"
         public static let telemetryAccepted = "tandem_telemetry_accepted_total"
         public static let lockExpiries = "tandem_lock_expiries_total"
         public static let publishErrors = "tandem_publish_errors_total"
@@ -77,6 +78,7 @@ public final class MetricsExporter: Sendable {
     let queriesRefused: Counter
     let lateEvents: Counter
     let clampedTimestamps: Counter
+    let idStoreChecks: Counter
     let telemetryAccepted: Counter
     let lockExpiries: Counter
     let publishErrors: Counter
@@ -128,6 +130,7 @@ public final class MetricsExporter: Sendable {
         queriesRefused = counter(Name.queriesRefused)
         lateEvents = counter(Name.lateEvents)
         clampedTimestamps = counter(Name.clampedTimestamps)
+        idStoreChecks = counter(Name.idStoreChecks)
         telemetryAccepted = counter(Name.telemetryAccepted)
         lockExpiries = counter(Name.lockExpiries)
         publishErrors = counter(Name.publishErrors)
@@ -191,6 +194,7 @@ public final class MetricsExporter: Sendable {
             add(queriesRefused, now.queriesRefused, was.queriesRefused)
             add(lateEvents, now.lateEvents, was.lateEvents)
             add(clampedTimestamps, now.clampedTimestamps, was.clampedTimestamps)
+            add(idStoreChecks, now.idStoreChecks, was.idStoreChecks)
             add(telemetryAccepted, now.telemetryAccepted, was.telemetryAccepted)
             add(lockExpiries, now.lockExpiries, was.lockExpiries)
             add(publishErrors, now.publishErrors, was.publishErrors)

@@ -5,14 +5,17 @@ import TandemCore
 public enum Recovery {
     public static func engine(configuration: CoordinatorConfiguration, store: some CoordinatorStore, now: Millis) async throws -> Engine {
         let roomRows = try await store.loadEntities(kind: EntityKind.room)
-        // The store reads the remembered ids (as digests) on its own thread while this
-        // task reads the rooms: the two largest parts of a restart, overlapped.
-        async let seenDigests = store.loadSeenDigests(since: now - configuration.seenIdRetentionMs)
+        // The store reads the remembered ids of the memory window (as digests) on its own
+        // thread while this task reads the rooms: the two largest parts of a restart,
+        // overlapped. Older ones stay in the store, which answers for them.
+        let seenSince = now - min(configuration.seenIdMemoryMs, configuration.seenIdRetentionMs)
+        async let seenDigests = store.loadSeenDigests(since: seenSince)
         var recovered = Engine.Recovered()
         recovered.rooms = try await Engine.parseRooms(roomRows, members: store.loadRoomMembers())
         recovered.conversations = try await store.loadConversations(messageLimit: Conversation.windowSize)
         recovered.workouts = try await store.loadEntities(kind: EntityKind.workout)
         recovered.seenDigests = try await seenDigests
+        recovered.seenSince = seenSince
         return try Engine(configuration: configuration, epoch: store.epoch, recovered: recovered, now: now)
     }
 }

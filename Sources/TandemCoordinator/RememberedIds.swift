@@ -1,7 +1,10 @@
 import TandemCore
 
-/// The ids the coordinator remembers to deduplicate resends (PROTOCOL.md: 48 hours), in
-/// three tiers so that a million of them take about 8 MB instead of 100:
+/// The ids the coordinator remembers to deduplicate resends (PROTOCOL.md: 48 hours). The
+/// store holds every one of them for the whole retention; memory holds only the last
+/// minutes (`--id-memory`, five by default), which is all the pipeline needs at speed,
+/// so that memory is bounded by the rate times those minutes and not by a day's history.
+/// In three tiers:
 ///
 /// - `recent`: ids seen since the last fold, exactly (two strings and a 24-byte entry
 ///   each): the first copy may still wait in the reorder buffer, and a resend soon after
@@ -9,11 +12,24 @@ import TandemCore
 /// - `sealed`: what the last fold took out of `recent`, kept exactly until the step that
 ///   applied the last of them is committed (``committed(through:)``), so that the store
 ///   holds every id before only its digest is left here.
-/// - `older`: everything else, including what a restart read, as ``IdDigests``: a hit
-///   is confirmed by the store, off the pipeline (``Engine/IdCheck``).
+/// - `older`: the rest of the memory window, including what a restart read, as
+///   ``IdDigests`` (8 bytes an id): a hit is confirmed by the store, off the pipeline
+///   (``Engine/IdCheck``).
 ///
-/// A fold happens once `recent` holds `foldThreshold` ids: a few milliseconds of
-/// sorting and merging every 65,536 ids. Ids older than the retention are forgotten
+/// **Which ids the store must judge.** Each id has a *horizon*: when it was first seen, or
+/// its event's own timestamp if that is later (a clock ahead of ours; capped at the
+/// retention ahead). Every id whose horizon is at or after ``heldSince`` is held here.
+/// A resend carries the first copy's timestamp, which is never after its horizon; so an
+/// id whose timestamp is at or after ``heldSince`` and that is not held here was never
+/// seen (``Lookup/unseen``), and only one with an older timestamp (a resend from minutes
+/// ago, or a client whose clock is behind) needs the store (``Lookup/unknown``). Going by
+/// the horizon rather than the arrival is what keeps a client whose clock runs ahead from
+/// slipping a resend past the window. Stepping our own wall clock back keeps more in
+/// memory; stepping it forward makes more resends go to the store: neither lets one through.
+///
+/// A fold happens once `recent` holds `foldThreshold` ids (a few milliseconds of
+/// sorting and merging every 65,536 ids) and with each forgetting pass. Digests older than the memory window are
+/// forgotten every ``forgetIntervalMs(memoryMs:)``; exact entries past the retention
 /// every ``pruneIntervalMs`` (the store forgets its copies a share with every batch:
 /// `Engine.afterStep(now:batch:)`).
 struct RememberedIds {
@@ -22,18 +38,36 @@ struct RememberedIds {
     /// The step whose commit makes `sealed` safe to fold into `older`.
     var sealedAtStep = 0
     var older: IdDigests
+    /// Every id whose horizon is at or after this is held here (exactly or as a digest).
+    private(set) var heldSince: Millis
     /// Steps applied so far (the last one's number), and the last one committed.
     var stepsApplied = 0
     var stepsCommitted = 0
     var lastPrune: Millis
+    var lastForget: Millis
 
     /// How many ids `recent` holds before a fold (tests lower it).
     var foldThreshold = 65_536
     static let pruneIntervalMs: Millis = 600_000
 
-    init(older: IdDigests, now: Millis) {
+    /// How often digests past the memory window are forgotten: a quarter of the window
+    /// (memory holds at most 1.25 windows), between a second and ``pruneIntervalMs``.
+    static func forgetIntervalMs(memoryMs: Millis) -> Millis {
+        min(pruneIntervalMs, max(1_000, memoryMs / 4))
+    }
+
+    /// `heldSince`: the ids of `older` are every id whose horizon is at or after it
+    /// (a restart reads the store's since then; `.min`: all there ever were).
+    init(older: IdDigests, heldSince: Millis = .min, now: Millis) {
         self.older = older
+        self.heldSince = heldSince
         lastPrune = now
+        lastForget = now
+    }
+
+    /// An id's horizon (see the type's comment): `timestamp` is the event's own, as sent.
+    static func horizon(timestamp: Millis, wall: Millis, retentionMs: Millis) -> Millis {
+        max(wall, min(timestamp, wall &+ retentionMs))
     }
 
     enum Lookup {
@@ -41,19 +75,24 @@ struct RememberedIds {
         case exact(Engine.SeenEntry)
         /// Its digest is remembered: probably seen, the store says for sure.
         case digest
+        /// Not held here, and its timestamp is before what memory holds: the store says.
+        case unknown
         case unseen
     }
 
-    func lookup(_ key: Engine.SeenKey) -> Lookup {
+    /// `timestamp`: the event's own, as sent (a resend carries the first copy's).
+    func lookup(_ key: Engine.SeenKey, timestamp: Millis) -> Lookup {
         if let entry = recent[key] ?? sealed[key] { return .exact(entry) }
-        return !older.isEmpty && older.contains(user: key.user, id: key.id) ? .digest : .unseen
+        if !older.isEmpty, older.contains(user: key.user, id: key.id) { return .digest }
+        return timestamp >= heldSince ? .unseen : .unknown
     }
 
     var count: Int { recent.count + sealed.count + older.count }
 
-    /// A new id whose first copy goes into the reorder buffer.
-    mutating func admit(_ key: Engine.SeenKey, now: Millis) {
-        recent[key] = Engine.SeenEntry(at: now, inBuffer: true)
+    /// A new id whose first copy goes into the reorder buffer; `horizon`: see
+    /// ``horizon(timestamp:wall:retentionMs:)``.
+    mutating func admit(_ key: Engine.SeenKey, horizon: Millis) {
+        recent[key] = Engine.SeenEntry(at: horizon, inBuffer: true)
     }
 
     /// Another copy arrived while the first waits in the buffer: answered when it is applied.
@@ -79,16 +118,20 @@ struct RememberedIds {
         stepsCommitted = max(stepsCommitted, number)
     }
 
-    /// After each step: folds and prunes when due (every ``pruneIntervalMs`` of `now`, the
-    /// tick; ids first seen before `wall` - `retentionMs` go). Returns the step's number
-    /// and whether it pruned.
-    mutating func stepApplied(now: Millis, wall: Millis, retentionMs: Millis) -> (number: Int, pruned: Bool) {
+    /// After each step: folds, forgets and prunes when due (`now` is the tick). Digests
+    /// whose horizon is before `wall` - `memoryMs` go every ``forgetIntervalMs(memoryMs:)``;
+    /// exact entries whose horizon is before `wall` - `retentionMs`, every
+    /// ``pruneIntervalMs``. Returns the step's number and whether it pruned.
+    mutating func stepApplied(now: Millis, wall: Millis, retentionMs: Millis, memoryMs: Millis) -> (number: Int, pruned: Bool) {
         stepsApplied += 1
+        let forgetDue = now - lastForget >= Self.forgetIntervalMs(memoryMs: memoryMs)
         if !sealed.isEmpty, stepsCommitted >= sealedAtStep {
             older.merge(sealed.map { (IdDigests.digest(user: $0.key.user, id: $0.key.id), $0.value.at) })
             sealed = [:]
         }
-        if sealed.isEmpty, recent.count >= foldThreshold {
+        // A fold when `recent` is full, and with each forgetting pass, so that on a quiet
+        // system too exact entries become digests and leave with the window.
+        if sealed.isEmpty, recent.count >= foldThreshold || (forgetDue && !recent.isEmpty) {
             // Everything applied moves; what still waits in the buffer stays (few). `recent`
             // is given up before `sealed` is changed, so that nothing copies the dictionary.
             let waiting = recent.filter { $0.value.inBuffer }
@@ -97,12 +140,20 @@ struct RememberedIds {
             for key in waiting.keys { sealed[key] = nil }
             sealedAtStep = stepsApplied
         }
+        if forgetDue {
+            lastForget = now
+            let cutoff = wall - min(memoryMs, retentionMs)
+            if cutoff > heldSince {
+                // Keeps every id whose horizon is at or after the cutoff (and a little more).
+                older.forget(before: cutoff)
+                heldSince = cutoff
+            }
+        }
         guard now - lastPrune >= Self.pruneIntervalMs else { return (stepsApplied, false) }
         lastPrune = now
         let cutoff = wall - retentionMs
         recent = recent.filter { $0.value.at >= cutoff || $0.value.inBuffer }
         sealed = sealed.filter { $0.value.at >= cutoff }
-        older.forget(before: cutoff)
         return (stepsApplied, true)
     }
 }

@@ -305,10 +305,11 @@ public actor TandemStore {
     }
 
     /// The same rows as ``loadSeenIds(since:)``, as digests made from the text in
-    /// SQLite's own buffers: no string per id.
+    /// SQLite's own buffers: no string per id. The coordinator reads only its memory
+    /// window (minutes of a table that holds two days), so this one walks the time index.
     public func loadSeenDigests(since: Millis) throws -> IdDigests {
         var digests = IdDigests(since: since)
-        try connection.withStatement("SELECT user_id, id, seen_at FROM seen_ids WHERE +seen_at >= ?1") { statement in
+        try connection.withStatement("SELECT user_id, id, seen_at FROM seen_ids WHERE seen_at >= ?1") { statement in
             try statement.bind([.integer(since)])
             while try statement.step() {
                 let row = statement.row

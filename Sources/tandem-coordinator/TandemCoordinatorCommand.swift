@@ -88,6 +88,9 @@ struct TandemCoordinatorCommand: AsyncParsableCommand {
     @Option(help: Self.eventLogRetention.help("How long the event log keeps each processed event: a number and s, m, h or d (36h, 7d), or 0 to keep it for ever", valueName: "duration"))
     var eventLogRetention: String?
 
+    @Option(help: Self.idMemory.help("How much of the 48 hours of remembered ids memory holds (the store answers for older ones): a number and s, m or h (5m)", valueName: "duration"))
+    var idMemory: String?
+
     @Flag(help: "Check the database's integrity, print a summary of what it holds, and exit (1 when the check finds a problem).")
     var check = false
 
@@ -210,6 +213,14 @@ struct TandemCoordinatorCommand: AsyncParsableCommand {
         "event-log-retention", "TANDEM_EVENT_LOG_RETENTION",
         default: defaults.eventLogRetentionMs.map { "\($0 / 86_400_000)d" } ?? "0",
         check: { Self.duration($0) == nil ? "must be a number and s, m, h or d (7d), or 0 for ever" : nil })
+    static let idMemory = Setting<String>.text(
+        "id-memory", "TANDEM_ID_MEMORY", default: "\(defaults.seenIdMemoryMs / 60_000)m",
+        check: { text in
+            guard let ms = Self.duration(text), ms >= 1_000, ms <= defaults.seenIdRetentionMs else {
+                return "must be a number and s, m or h, from 1s to 48h (5m)"
+            }
+            return nil
+        })
 
     /// Flags, then environment variables, then defaults. A bad value in either place is a
     /// usage error (exit 64) naming the flag or the variable.
@@ -250,6 +261,7 @@ struct TandemCoordinatorCommand: AsyncParsableCommand {
         c.conversationSnapshotIntervalMs = Millis((try Self.conversationSnapshotSeconds.value(conversationSnapshotSeconds, in: env) * 1000).rounded())
         let retention = Self.duration(try Self.eventLogRetention.value(eventLogRetention, in: env)) ?? 0
         c.eventLogRetentionMs = retention == 0 ? nil : retention
+        c.seenIdMemoryMs = Self.duration(try Self.idMemory.value(idMemory, in: env)) ?? c.seenIdMemoryMs
         let level = Logger.Level(rawValue: try Self.logLevel.value(logLevel, in: env).lowercased()) ?? .info
         let format = LogFormat(rawValue: try Self.logFormat.value(logFormat, in: env).lowercased()) ?? .text
         return Settings(

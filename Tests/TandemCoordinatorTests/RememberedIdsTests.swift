@@ -109,16 +109,75 @@ import TandemCore
         var e = try recovered()
         let retention = CoordinatorConfiguration().seenIdRetentionMs
         #expect(e.step(now: Self.t0 + 1).batch.forgetSeenIds == nil, "nothing to remember, no pass due")
-        let later = Self.t0 + retention + 2 * IdDigests.hourMs
+        let later = Self.t0 + retention + 2 * IdDigests.slotMs
         #expect(e.step(now: later).batch.forgetSeenIds == ForgetSeenIds(before: later - retention, limit: 200))
         #expect(e.remembered.older.isEmpty)
         #expect(e.step(now: later + 1).batch.forgetSeenIds == nil)
-        // The id is no longer remembered: a copy is a new event.
+        // The id is no longer remembered, nor in the store: a copy (its timestamp from two
+        // days ago) is asked of the store, which has forgotten it too: a new event.
         _ = e.ingest(topic: Self.topic, payload: create("e1", sticker: "s7"), now: later + 2)
-        #expect(e.takeIdChecks().isEmpty)
+        let check = try #require(e.takeIdChecks().first)
+        #expect(e.resolve(check, firstCopy: nil, at: Engine.Now(later + 3)).isEmpty)
         let applied = e.step(now: later + 40)
         #expect(receipts(applied.publications).first?["status"] == "accepted")
         #expect(applied.batch.forgetSeenIds == ForgetSeenIds(before: later + 40 - retention, limit: 200))
+    }
+
+    /// Memory holds the last minutes of ids (`--id-memory`); a resend of an older one
+    /// carries its old timestamp, which is what sends it to the store, and the store's
+    /// answer makes it a duplicate. A new id with a current timestamp never waits for the store.
+    @Test func aResendOlderThanTheMemoryWindowIsAskedOfTheStore() throws {
+        var c = configuration()
+        c.seenIdMemoryMs = 60_000
+        var e = Engine(configuration: c, epoch: "e0", now: Self.t0)
+        e.remembered.foldThreshold = 1
+        _ = e.ingest(topic: Self.topic, payload: create("e1", sticker: "s1"), now: Self.t0)
+        let first = e.step(now: Self.t0 + 30)
+        #expect(receipts(first.publications).first?["status"] == "accepted")
+        e.committed(through: first.number)
+        _ = e.step(now: Self.t0 + 40)
+        #expect(e.remembered.older.count == 1, "folded into a digest once committed")
+        // Three minutes on, the digest is forgotten: memory holds only the last minute.
+        let later = Self.t0 + 180_000
+        _ = e.step(now: later)
+        #expect(e.remembered.older.isEmpty)
+        #expect(e.ingest(topic: Self.topic, payload: create("e1", sticker: "s1"), now: later + 1).isEmpty)
+        let check = try #require(e.takeIdChecks().first)
+        #expect(check.id == "e1" && e.metrics.idStoreChecks == 1)
+        let stored = SeenId(userId: "alice", id: "e1", kind: .room, seenAt: Self.t0,
+                            original: Receipt.Original(status: .accepted, code: nil, version: 1))
+        let answer = receipts(e.resolve(check, firstCopy: stored, at: Engine.Now(later + 5)))
+        #expect(answer.first?["status"] == "duplicate" && answer.first?["original"]?["status"] == "accepted")
+        // A new id, stamped now: memory's answer is certain.
+        _ = e.ingest(topic: Self.topic, payload: create("e2", sticker: "s2", at: later), now: later + 2)
+        #expect(e.takeIdChecks().isEmpty)
+        #expect(receipts(e.step(now: later + 40).publications).map { $0["status"] ?? .null } == ["accepted"])
+        #expect(e.metrics.idStoreChecks == 1)
+    }
+
+    /// A client whose clock runs an hour ahead: its event is clamped, but its id is held
+    /// until its own timestamp has passed by the memory window, so a resend half an hour
+    /// later (stamped an hour ahead as the first copy was) is still recognised, and one
+    /// after that goes to the store. Going by the arrival alone would let it through.
+    @Test func anIdFromAClockAheadIsHeldUntilItsTimestampPasses() throws {
+        var c = configuration()
+        c.seenIdMemoryMs = 60_000
+        var e = Engine(configuration: c, epoch: "e0", now: Self.t0)
+        e.remembered.foldThreshold = 1
+        let ahead = Self.t0 + 3_600_000
+        _ = e.ingest(topic: Self.topic, payload: create("e1", sticker: "s1", at: ahead), now: Self.t0)
+        let first = e.step(now: Self.t0 + 30)
+        #expect(e.metrics.clampedTimestamps == 1)
+        #expect(first.batch.seenIds.map(\.seenAt) == [ahead], "stored with its horizon")
+        e.committed(through: first.number)
+        _ = e.step(now: Self.t0 + 40)
+        for later in [Self.t0 + 1_800_000, ahead + 180_000] {
+            _ = e.step(now: later)
+            #expect(e.ingest(topic: Self.topic, payload: create("e1", sticker: "s1", at: ahead), now: later + 1).isEmpty)
+            #expect(e.takeIdChecks().map(\.id) == ["e1"], "asked of the store, not applied again")
+            #expect(e.step(now: later + 40).batch.seenIds.isEmpty)
+        }
+        #expect(e.remembered.older.isEmpty, "forgotten once its own timestamp is a window old")
     }
 
     /// The event log's retention: every batch that logs events deletes up to twice as

@@ -2,7 +2,7 @@ import Testing
 @testable import TandemCore
 
 @Suite struct IdDigestsTests {
-    static let hour = IdDigests.hourMs
+    static let slot = IdDigests.slotMs
     static let t0: Millis = 1_800_000_000_000
 
     func digests(_ ids: [(String, String, Millis)], since: Millis = t0) -> IdDigests {
@@ -30,40 +30,41 @@ import Testing
 
     @Test func mergesKeepEverythingFindable() {
         var d = digests((0..<3_000).map { ("alice", "old\($0)", Self.t0) })
-        d.merge((0..<500).map { (IdDigests.digest(user: "bob", id: "new\($0)"), Self.t0 + 5 * Self.hour) })
+        d.merge((0..<500).map { (IdDigests.digest(user: "bob", id: "new\($0)"), Self.t0 + 5 * Self.slot) })
         #expect(d.count == 3_500)
         for i in 0..<3_000 { #expect(d.contains(user: "alice", id: "old\(i)")) }
         for i in 0..<500 { #expect(d.contains(user: "bob", id: "new\(i)")) }
         #expect(!d.contains(user: "bob", id: "old1"))
     }
 
-    /// Forgetting goes by whole hours: an id is kept until the hour it was first seen in
-    /// has ended before the cutoff, never forgotten early.
-    @Test func forgetsWholeHoursBeforeTheCutoff() {
-        let start = Self.t0 - Self.t0 % Self.hour
+    /// Forgetting goes by whole minutes: an id
+    /// is kept until the minute it was first seen in has ended before the cutoff, never
+    /// forgotten early.
+    @Test func forgetsWholeSlotsBeforeTheCutoff() {
+        let start = Self.t0 - Self.t0 % Self.slot
         var d = digests([
-            ("a", "h0", start), ("a", "h0-late", start + Self.hour - 1),
-            ("a", "h1", start + Self.hour), ("a", "h3", start + 3 * Self.hour + 5),
+            ("a", "h0", start), ("a", "h0-late", start + Self.slot - 1),
+            ("a", "h1", start + Self.slot), ("a", "h3", start + 3 * Self.slot + 5),
         ], since: start)
-        d.forget(before: start + Self.hour - 1)     // hour 0 has not ended yet
+        d.forget(before: start + Self.slot - 1)     // minute 0 has not ended yet
         #expect(d.count == 4)
-        d.forget(before: start + Self.hour + 30)    // hour 0 has ended
+        d.forget(before: start + Self.slot + 30)    // minute 0 has ended
         #expect(d.count == 2)
         #expect(!d.contains(user: "a", id: "h0") && !d.contains(user: "a", id: "h0-late"))
         #expect(d.contains(user: "a", id: "h1") && d.contains(user: "a", id: "h3"))
         // Counted from the new base on: what is added later is forgotten on time too.
-        d.merge([(IdDigests.digest(user: "a", id: "h5"), start + 5 * Self.hour)])
-        d.forget(before: start + 4 * Self.hour)
+        d.merge([(IdDigests.digest(user: "a", id: "h5"), start + 5 * Self.slot)])
+        d.forget(before: start + 4 * Self.slot)
         #expect(d.count == 1 && d.contains(user: "a", id: "h5"))
-        d.forget(before: start + 6 * Self.hour)
+        d.forget(before: start + 6 * Self.slot)
         #expect(d.isEmpty)
     }
 
-    @Test func idsSeenBeforeTheBaseCountAsSeenInItsHour() {
-        let start = Self.t0 - Self.t0 % Self.hour
-        var d = digests([("a", "early", start - 10 * Self.hour)], since: start)
+    @Test func idsSeenBeforeTheBaseCountAsSeenInItsSlot() {
+        let start = Self.t0 - Self.t0 % Self.slot
+        var d = digests([("a", "early", start - 10 * Self.slot)], since: start)
         #expect(d.contains(user: "a", id: "early"))
-        d.forget(before: start + Self.hour)
+        d.forget(before: start + Self.slot)
         #expect(d.isEmpty)
     }
 }

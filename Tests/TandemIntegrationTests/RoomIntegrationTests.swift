@@ -198,6 +198,55 @@ import Glibc
         }
     }
 
+    /// Issue 19: memory holds only the last minutes of ids (`--id-memory`, here 1 s), the
+    /// store all of them for the retention. A copy of an id older than the window (well
+    /// within the 24 hours) is still `duplicate` with its first outcome: the store answers
+    /// it, without a restart and after one (a restart reads only the window back).
+    @Test func anIdOlderThanTheMemoryWindowIsStillADuplicateWithAndWithoutARestart() async throws {
+        try await withRoomFixture(["--id-memory", "1s"]) { f in
+            let room = "r5m"
+            let v0 = try await f.share(room)
+            let create = JSON.edit("old1", "create", sticker: "s1", image: "star.png", frame: (1, 2, 3, 4))
+            try await f.alice.edit(room: room, create)
+            expectAccepted(try await f.alice.receipt("old1"), version: v0 + 1)
+            // Bob's events for 3 s keep steps running: "old1" becomes a digest, which only
+            // the store can confirm (it leaves memory within the minute its digest was
+            // stamped in: RememberedIdsTests follow it that far).
+            for i in 0..<6 {
+                try await Task.sleep(for: .milliseconds(500))
+                try await f.bob.edit(room: room, .edit("b\(i)", "create", sticker: "b\(i)", image: "moon.png", frame: (0, 0, 1, 1)))
+                _ = try await f.bob.receipt("b\(i)")
+            }
+            let version = v0 + 7
+
+            try await f.alice.edit(room: room, create)
+            let copy = try await f.alice.receipt("old1", count: 2)
+            #expect(copy["status"]?.stringValue == "duplicate")
+            #expect(copy["original"]?["status"]?.stringValue == "accepted")
+            #expect(copy["version"]?.int64Value == version)
+            let metrics = try await f.alice.waitFor(f.topics.coordinatorMetrics, timeout: .seconds(20)) {
+                ($0["receipts"]?["duplicate"]?.int64Value ?? 0) >= 1
+            }
+            #expect(metrics["idStoreChecks"]?.int64Value == 1, "answered by the store: \(metrics.text)")
+
+            // After a clean restart, which read back only the last second of ids.
+            _ = await f.coordinator.stop()
+            try await f.coordinator.start()
+            try await f.alice.edit(room: room, create)
+            let again = try await f.alice.receipt("old1", count: 3, timeout: .seconds(20))
+            #expect(again["status"]?.stringValue == "duplicate")
+            #expect(again["original"]?["status"]?.stringValue == "accepted")
+            #expect(again["version"]?.int64Value == version)
+            let state = try await f.carol.roomState(room, version: version)
+            #expect(stickerIds(state).filter { $0 == "s1" }.count == 1)
+            // The new process's metrics: it has accepted nothing yet.
+            let after = try await f.alice.waitFor(f.topics.coordinatorMetrics, timeout: .seconds(20)) {
+                $0["receipts"]?["accepted"]?.int64Value == 0 && ($0["receipts"]?["duplicate"]?.int64Value ?? 0) >= 1
+            }
+            #expect(after["idStoreChecks"]?.int64Value == 1, "answered by the store: \(after.text)")
+        }
+    }
+
     // MARK: (6) SIGKILL, events while down, restart
 
     @Test func eventsPublishedWhileTheCoordinatorIsDeadAreAppliedOnceAfterRestart() async throws {

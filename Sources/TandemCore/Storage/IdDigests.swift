@@ -1,5 +1,5 @@
-/// Remembered ids in 8 bytes each: a 48-bit digest of (user, id) and the hour the id was
-/// first seen, packed in one `UInt64`, kept sorted, with a directory on the digests' top
+/// Remembered ids in 8 bytes each: a 48-bit digest of (user, id) and the minute the id
+/// was first seen (its horizon: ``RememberedIds``), packed in one `UInt64`, kept sorted, with a directory on the digests' top
 /// bits so that a lookup reads one short run (a million ids: 8 MB and a 256 KB directory,
 /// where two strings per id as a dictionary key took about 100 MB).
 ///
@@ -12,22 +12,24 @@
 /// (SipHash, seeded anew in every process), so nobody can craft ids that collide with
 /// another user's on purpose.
 public struct IdDigests: Sendable {
-    public static let hourMs: Millis = 3_600_000
+    /// How finely the time an id was seen is kept: a minute (16 bits of them from the
+    /// base: 45 days, well past the 48 hours ids are kept).
+    public static let slotMs: Millis = 60_000
 
-    /// `digest << 16 | hour`, the hour counted from `baseHour` (saturating at 0xFFFF).
+    /// `digest << 16 | slot`, the minute counted from `baseSlot` (saturating at 0xFFFF).
     private var values: [UInt64] = []
     private var isSorted = true
-    /// The hour (since the Unix epoch) that an hour field of 0 stands for.
-    private var baseHour: Int64
+    /// The minute (since the Unix epoch) that a slot field of 0 stands for.
+    private var baseSlot: Int64
     /// `values[directory[b] ..< directory[b + 1]]` hold the values whose top
     /// `directoryBits` bits are `b`.
     private var directory: [UInt32] = [0, 0]
     private var directoryBits = 0
 
-    /// Empty; hours are counted from the one `since` falls in (ids first seen before it
+    /// Empty; minutes are counted from the one `since` falls in (ids first seen before it
     /// count as seen then).
     public init(since: Millis) {
-        baseHour = Self.hour(of: since)
+        baseSlot = Self.slot(of: since)
     }
 
     public var count: Int { values.count }
@@ -50,16 +52,16 @@ public struct IdDigests: Sendable {
         return user.withUTF8 { u in id.withUTF8 { i in digest(user: UnsafeRawBufferPointer(u), id: UnsafeRawBufferPointer(i)) } }
     }
 
-    static func hour(of time: Millis) -> Int64 {
-        time >= 0 ? time / hourMs : (time + 1) / hourMs - 1
+    static func slot(of time: Millis) -> Int64 {
+        time >= 0 ? time / slotMs : (time + 1) / slotMs - 1
     }
 
     // MARK: Filling
 
     /// Adds one id; call ``seal()`` before looking anything up.
     public mutating func insert(digest: UInt64, seenAt: Millis) {
-        let hours = min(max(Self.hour(of: seenAt) - baseHour, 0), 0xFFFF)
-        let value = digest << 16 | UInt64(hours)
+        let slots = min(max(Self.slot(of: seenAt) - baseSlot, 0), 0xFFFF)
+        let value = digest << 16 | UInt64(slots)
         if let last = values.last, last > value { isSorted = false }
         values.append(value)
     }
@@ -83,7 +85,7 @@ public struct IdDigests: Sendable {
     /// one merge: O(count + digests.count).
     public mutating func merge(_ digests: [(digest: UInt64, seenAt: Millis)]) {
         guard !digests.isEmpty else { return }
-        var more = IdDigests(since: baseHour * Self.hourMs)
+        var more = IdDigests(since: baseSlot * Self.slotMs)
         more.reserveCapacity(digests.count)
         for d in digests { more.insert(digest: d.digest, seenAt: d.seenAt) }
         more.seal()
@@ -107,19 +109,20 @@ public struct IdDigests: Sendable {
         buildDirectory()
     }
 
-    /// Forgets the ids first seen in hours that ended at or before `cutoff` (so an id is
-    /// kept up to an hour longer than asked, never less), and counts hours from there on.
+    /// Forgets the ids first seen in minutes that ended at or before `cutoff` (so an id
+    /// is kept up to a minute longer than asked, never less), and counts minutes from
+    /// there on.
     public mutating func forget(before cutoff: Millis) {
-        let cutoffHour = Self.hour(of: cutoff)
-        guard cutoffHour > baseHour else { return }
-        let shift = UInt64(min(cutoffHour - baseHour, 0xFFFF))
+        let cutoffSlot = Self.slot(of: cutoff)
+        guard cutoffSlot > baseSlot else { return }
+        let shift = UInt64(min(cutoffSlot - baseSlot, 0xFFFF))
         var kept: [UInt64] = []
         kept.reserveCapacity(values.count)
         for value in values where value & 0xFFFF >= shift {
             kept.append(value - shift)
         }
         values = kept
-        baseHour = cutoffHour
+        baseSlot = cutoffSlot
         buildDirectory()
     }
 
