@@ -50,6 +50,7 @@ import TestSupport
             try await bob.waitFor("tandem/v1/rooms/r1/state", "v3")
             #expect(try await admin.readableRooms() == ["alice": [], "bob": ["r1"], "carol": []])
             await admin.stop()
+            for listener in [coordinator, alice, bob, late] { await listener.close() }
         }
     }
 
@@ -129,8 +130,10 @@ import TestSupport
                 try await listener.waitUntilListening(coordinator)
                 let heard = Set(listener.messages(on: nil).compactMap { $0.topic.hasSuffix("/state") ? $0.payloadString : nil })
                 #expect(heard == rooms, "\(user)")
+                await listener.close()
             }
             await admin.stop()
+            await coordinator.close()
         }
     }
 
@@ -194,6 +197,12 @@ final class Listener: Sendable {
     private init(user: String, client: MQTTClient) {
         self.user = user
         self.client = client
+    }
+
+    /// Disconnects for good: a listener left connected would try to reconnect to its
+    /// stopped broker for the rest of the test run.
+    func close() async {
+        await client.disconnect()
     }
 
     private func record(_ message: MQTTMessage) {

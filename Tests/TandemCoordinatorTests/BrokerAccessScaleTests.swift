@@ -78,6 +78,8 @@ struct BrokerAccessScaleTests {
             try await grantTimes("large", count: 5)
             #expect(try await admin.readableRooms()["u06"] == changed["u06"])
             await admin.stop()
+            await coordinator.close()
+            await member.close()
         }
     }
 }
