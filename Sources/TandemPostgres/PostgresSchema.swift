@@ -95,16 +95,44 @@ enum PostgresSchema {
     /// Brings the schema up to date; returns its version. Creates the epoch with the
     /// first migration, in the same transaction.
     static func migrate(_ connection: PostgresConnection, logger: Logger) async throws -> Int32 {
-        try await connection.query(PostgresQuery(unsafeSQL: "SELECT pg_advisory_lock($1)", binds: binds(lockKey)), logger: logger)
+        try await lock(connection, logger: logger)
         do {
             let version = try await migrateLocked(connection, logger: logger)
-            try await connection.query(PostgresQuery(unsafeSQL: "SELECT pg_advisory_unlock($1)", binds: binds(lockKey)), logger: logger)
+            try await unlock(connection, logger: logger)
             return version
         } catch {
             _ = try? await connection.query(PostgresQuery(unsafeSQL: "ROLLBACK"), logger: logger)
-            _ = try? await connection.query(PostgresQuery(unsafeSQL: "SELECT pg_advisory_unlock($1)", binds: binds(lockKey)), logger: logger)
+            try? await unlock(connection, logger: logger)
             throw error
         }
+    }
+
+    /// Takes the migration lock, so that processes starting together on a new database
+    /// migrate one after the other. Tried every 50 ms rather than waited for in the
+    /// server: the lease's connection has a short `lock_timeout`, and a wait cut short
+    /// by it once let two coordinators create the same tables at once (a `SELECT`'s
+    /// error only surfaces when its rows are read, so the timeout went unseen and the
+    /// migration ran without the lock: "duplicate key value violates unique constraint
+    /// pg_type_typname_nsp_index" in FailoverTests).
+    static func lock(_ connection: PostgresConnection, logger: Logger, giveUpAfter limit: Duration = .seconds(60)) async throws {
+        let deadline = ContinuousClock.now + limit
+        while true {
+            var acquired = false
+            let rows = try await connection.query(
+                PostgresQuery(unsafeSQL: "SELECT pg_try_advisory_lock($1)", binds: binds(lockKey)), logger: logger)
+            for try await value in rows.decode(Bool.self) { acquired = value }
+            if acquired { return }
+            guard ContinuousClock.now < deadline else {
+                throw PostgresStoreError(kind: .schema, message: "another process has held the schema's migration lock for \(limit): is a migration stuck?")
+            }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+    }
+
+    static func unlock(_ connection: PostgresConnection, logger: Logger) async throws {
+        let rows = try await connection.query(
+            PostgresQuery(unsafeSQL: "SELECT pg_advisory_unlock($1)", binds: binds(lockKey)), logger: logger)
+        for try await _ in rows {}
     }
 
     private static func migrateLocked(_ connection: PostgresConnection, logger: Logger) async throws -> Int32 {

@@ -331,7 +331,10 @@ public func withBroker<T>(
 /// localhost and 127.0.0.1, a client's), the way the docs tell a person to make them.
 public func makeCertificates() async throws -> String {
     let directory = try makeTemporaryDirectory(prefix: "certs-")
-    let made = try await ChildProcess.run("/bin/bash", [MosquittoBroker.repositoryRoot + "/scripts/make-certs", directory, "localhost", "127.0.0.1"])
+    // Three RSA keys: well under a second on an idle machine, but a loaded one (the
+    // whole suite at once, on 2 cores) once took over the default 30 s.
+    let made = try await ChildProcess.run(
+        "/bin/bash", [MosquittoBroker.repositoryRoot + "/scripts/make-certs", directory, "localhost", "127.0.0.1"], timeout: .seconds(120))
     guard made.exitCode == 0 else {
         throw BrokerError.configuration("scripts/make-certs failed: \(made.standardError)")
     }
