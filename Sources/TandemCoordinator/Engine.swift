@@ -139,6 +139,8 @@ public struct Engine {
         /// every id whose horizon (``RememberedIds``) is at or after `seenSince`.
         public var seenDigests = IdDigests(since: 0)
         public var seenSince: Millis = .min
+        /// Where the window of `seenDigests` ends (``RememberedIds/windowEnd(wall:frontier:)``).
+        public var seenFrontier: Millis = .min
 
         public init() {}
 
@@ -185,7 +187,7 @@ public struct Engine {
         }
         remembered = RememberedIds(
             older: recovered.seenDigests.isEmpty ? IdDigests(since: now) : recovered.seenDigests,
-            heldSince: recovered.seenSince, now: now)
+            heldSince: recovered.seenSince, frontier: recovered.seenFrontier, now: now)
     }
 
     /// Reads rooms from their rows in a few tasks at once (each room is its own value),
@@ -371,6 +373,7 @@ public struct Engine {
             metrics.clampedTimestamps += 1
             item.setTimestamp(clamped)
         }
+        remembered.advanceFrontier(to: clamped)
         _ = buffer.insert(item, timestamp: clamped, userId: item.user, arrival: now)
         return []
     }

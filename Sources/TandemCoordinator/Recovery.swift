@@ -7,8 +7,13 @@ public enum Recovery {
         let roomRows = try await store.loadEntities(kind: EntityKind.room)
         // The store reads the remembered ids of the memory window (as digests) on its own
         // thread while this task reads the rooms: the two largest parts of a restart,
-        // overlapped. Older ones stay in the store, which answers for them.
-        let seenSince = now - min(configuration.seenIdMemoryMs, configuration.seenIdRetentionMs)
+        // overlapped. Older ones stay in the store, which answers for them. The window
+        // ends at the latest remembered id if that is behind the clock (the coordinator
+        // was away, and the broker kept what came meanwhile: those events are judged by
+        // memory then, not one by one by the store).
+        let latest = try await store.latestSeenAt() ?? now
+        let frontier = RememberedIds.windowEnd(wall: now, frontier: latest)
+        let seenSince = frontier - min(configuration.seenIdMemoryMs, configuration.seenIdRetentionMs)
         async let seenDigests = store.loadSeenDigests(since: seenSince)
         var recovered = Engine.Recovered()
         recovered.rooms = try await Engine.parseRooms(roomRows, members: store.loadRoomMembers())
@@ -16,6 +21,7 @@ public enum Recovery {
         recovered.workouts = try await store.loadEntities(kind: EntityKind.workout)
         recovered.seenDigests = try await seenDigests
         recovered.seenSince = seenSince
+        recovered.seenFrontier = frontier
         return try Engine(configuration: configuration, epoch: store.epoch, recovered: recovered, now: now)
     }
 }

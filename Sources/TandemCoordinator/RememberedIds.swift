@@ -27,6 +27,15 @@ import TandemCore
 /// slipping a resend past the window. Stepping our own wall clock back keeps more in
 /// memory; stepping it forward makes more resends go to the store: neither lets one through.
 ///
+/// **The window follows the events, not only the clock.** It ends at the *frontier*, the
+/// latest timestamp admitted (clamped), when that is behind the wall clock: a coordinator
+/// that falls minutes behind (a backlog after an outage, an overloaded machine) still
+/// judges the events it is catching up on from memory, instead of sending every one of
+/// them to the store just when it has least time for it. A restart starts the window at
+/// the store's latest remembered id for the same reason. The frontier counts at most
+/// ``maxLagMs`` behind the clock, so that memory stays bounded by time whatever the
+/// clients' clocks say.
+///
 /// A fold happens once `recent` holds `foldThreshold` ids (a few milliseconds of
 /// sorting and merging every 65,536 ids) and with each forgetting pass. Digests older than the memory window are
 /// forgotten every ``forgetIntervalMs(memoryMs:)``; exact entries past the retention
@@ -40,6 +49,10 @@ struct RememberedIds {
     var older: IdDigests
     /// Every id whose horizon is at or after this is held here (exactly or as a digest).
     private(set) var heldSince: Millis
+    /// The latest timestamp admitted (after the clamp); `.min` before the first.
+    private(set) var frontier: Millis = .min
+    /// How far behind the wall clock the frontier may hold the window back.
+    static let maxLagMs: Millis = 3_600_000
     /// Steps applied so far (the last one's number), and the last one committed.
     var stepsApplied = 0
     var stepsCommitted = 0
@@ -58,11 +71,24 @@ struct RememberedIds {
 
     /// `heldSince`: the ids of `older` are every id whose horizon is at or after it
     /// (a restart reads the store's since then; `.min`: all there ever were).
-    init(older: IdDigests, heldSince: Millis = .min, now: Millis) {
+    /// `frontier`: where a restart's window ended (``windowEnd(wall:frontier:)``).
+    init(older: IdDigests, heldSince: Millis = .min, frontier: Millis = .min, now: Millis) {
         self.older = older
         self.heldSince = heldSince
+        self.frontier = frontier
         lastPrune = now
         lastForget = now
+    }
+
+    /// Where the memory window ends: the wall clock, or the frontier when that is behind
+    /// it (by at most ``maxLagMs``).
+    static func windowEnd(wall: Millis, frontier: Millis) -> Millis {
+        min(wall, max(frontier, wall - maxLagMs))
+    }
+
+    /// An item was admitted with this timestamp (after the clamp).
+    mutating func advanceFrontier(to timestamp: Millis) {
+        if timestamp > frontier { frontier = timestamp }
     }
 
     /// An id's horizon (see the type's comment): `timestamp` is the event's own, as sent.
@@ -119,7 +145,8 @@ struct RememberedIds {
     }
 
     /// After each step: folds, forgets and prunes when due (`now` is the tick). Digests
-    /// whose horizon is before `wall` - `memoryMs` go every ``forgetIntervalMs(memoryMs:)``;
+    /// whose horizon is before the window's end (``windowEnd(wall:frontier:)``) less
+    /// `memoryMs` go every ``forgetIntervalMs(memoryMs:)``;
     /// exact entries whose horizon is before `wall` - `retentionMs`, every
     /// ``pruneIntervalMs``. Returns the step's number and whether it pruned.
     mutating func stepApplied(now: Millis, wall: Millis, retentionMs: Millis, memoryMs: Millis) -> (number: Int, pruned: Bool) {
@@ -142,7 +169,7 @@ struct RememberedIds {
         }
         if forgetDue {
             lastForget = now
-            let cutoff = wall - min(memoryMs, retentionMs)
+            let cutoff = Self.windowEnd(wall: wall, frontier: frontier) - min(memoryMs, retentionMs)
             if cutoff > heldSince {
                 // Keeps every id whose horizon is at or after the cutoff (and a little more).
                 older.forget(before: cutoff)

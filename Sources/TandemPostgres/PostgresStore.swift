@@ -417,6 +417,12 @@ public actor PostgresStore: CoordinatorStore {
         }
     }
 
+    public func latestSeenAt() async throws -> Millis? {
+        try await rows("SELECT max(seen_at) FROM seen_ids", binds(), "read the latest remembered id's time") { row in
+            try row.decode(Int64?.self)
+        }.first ?? nil
+    }
+
     public func seenId(user: String, id: String) async throws -> SeenId? {
         try await rows("\(Self.selectSeenId) WHERE user_id = $1 AND id = $2", binds(user, id), "read a remembered id", Self.seenId).first
     }

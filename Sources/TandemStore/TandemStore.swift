@@ -307,6 +307,10 @@ public actor TandemStore {
     /// The same rows as ``loadSeenIds(since:)``, as digests made from the text in
     /// SQLite's own buffers: no string per id. The coordinator reads only its memory
     /// window (minutes of a table that holds two days), so this one walks the time index.
+    public func latestSeenAt() throws -> Millis? {
+        try connection.queryOne("SELECT max(seen_at) FROM seen_ids") { row in row.isNull(0) ? nil : row.int64(0) } ?? nil
+    }
+
     public func loadSeenDigests(since: Millis) throws -> IdDigests {
         var digests = IdDigests(since: since)
         try connection.withStatement("SELECT user_id, id, seen_at FROM seen_ids WHERE seen_at >= ?1") { statement in

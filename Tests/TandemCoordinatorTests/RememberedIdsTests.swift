@@ -137,8 +137,10 @@ import TandemCore
         e.committed(through: first.number)
         _ = e.step(now: Self.t0 + 40)
         #expect(e.remembered.older.count == 1, "folded into a digest once committed")
-        // Three minutes on, the digest is forgotten: memory holds only the last minute.
+        // Three minutes on, with events of then, the digest is forgotten: memory holds
+        // only the last minute.
         let later = Self.t0 + 180_000
+        _ = e.ingest(topic: Self.topic, payload: create("now1", sticker: "n1", at: later - 100), now: later - 100)
         _ = e.step(now: later)
         #expect(e.remembered.older.isEmpty)
         #expect(e.ingest(topic: Self.topic, payload: create("e1", sticker: "s1"), now: later + 1).isEmpty)
@@ -171,13 +173,42 @@ import TandemCore
         #expect(first.batch.seenIds.map(\.seenAt) == [ahead], "stored with its horizon")
         e.committed(through: first.number)
         _ = e.step(now: Self.t0 + 40)
-        for later in [Self.t0 + 1_800_000, ahead + 180_000] {
+        for (i, later) in [Self.t0 + 1_800_000, ahead + 180_000].enumerated() {
+            // Other events of the moment move the window along.
+            _ = e.ingest(topic: Self.topic, payload: create("now\(i)", sticker: "n\(i)", at: later - 100), now: later - 100)
             _ = e.step(now: later)
             #expect(e.ingest(topic: Self.topic, payload: create("e1", sticker: "s1", at: ahead), now: later + 1).isEmpty)
             #expect(e.takeIdChecks().map(\.id) == ["e1"], "asked of the store, not applied again")
             #expect(e.step(now: later + 40).batch.seenIds.isEmpty)
         }
         #expect(e.remembered.older.isEmpty, "forgotten once its own timestamp is a window old")
+    }
+
+    /// A coordinator that falls behind (a backlog after an outage, an overloaded machine):
+    /// the window follows the timestamps it admits, so the events it catches up on, minutes
+    /// old, are judged by memory and not sent one by one to the store.
+    @Test func aBacklogMinutesOldIsJudgedByMemory() throws {
+        var c = configuration()
+        c.seenIdMemoryMs = 60_000
+        var e = Engine(configuration: c, epoch: "e0", now: Self.t0)
+        e.remembered.foldThreshold = 1
+        _ = e.ingest(topic: Self.topic, payload: create("e1", sticker: "s1"), now: Self.t0)
+        e.committed(through: e.step(now: Self.t0 + 30).number)
+        // Ten minutes later by the clock, the events arriving are from a second after e1.
+        let later = Self.t0 + 600_000
+        for i in 0..<5 {
+            _ = e.ingest(topic: Self.topic, payload: create("b\(i)", sticker: "b\(i)", at: Self.t0 + 1_000 + Millis(i)), now: later + Millis(i))
+            e.committed(through: e.step(now: later + 40 + Millis(i)).number)
+        }
+        #expect(e.metrics.idStoreChecks == 0 && e.takeIdChecks().isEmpty)
+        #expect(e.remembered.older.count >= 1, "e1 is still held: the window ends at the backlog's time")
+        // A copy of e1 in the backlog is recognised (its digest: the store confirms it).
+        _ = e.ingest(topic: Self.topic, payload: create("e1", sticker: "s1"), now: later + 100)
+        #expect(e.takeIdChecks().map(\.id) == ["e1"])
+        // The clock is never more than an hour ahead of the window's end.
+        #expect(RememberedIds.windowEnd(wall: later, frontier: Self.t0) == Self.t0)
+        #expect(RememberedIds.windowEnd(wall: Self.t0 + 7_200_000, frontier: Self.t0) == Self.t0 + 3_600_000)
+        #expect(RememberedIds.windowEnd(wall: Self.t0, frontier: Self.t0 + 5_000) == Self.t0)
     }
 
     /// The event log's retention: every batch that logs events deletes up to twice as

@@ -191,11 +191,13 @@ import TestSupport
     @Test(arguments: Backend.allCases)
     func rememberedIdsAsDigestsOneByOneAndForgotten(_ backend: Backend) async throws {
         try await withStore(backend) { store, _ in
+            #expect(try await store.latestSeenAt() == nil, "none remembered yet")
             let first = Self.seen("alice", "e1", at: 100, original: .init(status: .rejected, code: .ownedByOther, version: 4))
             try await store.commit(StoreBatch(seenIds: [
                 first, Self.seen("alice", "ünï-ë2", at: 200), Self.seen("bob", "e1", at: 300),
                 Self.seen("carol", "e4", at: 7_300_000),
             ]))
+            #expect(try await store.latestSeenAt() == 7_300_000, "where a restart's memory window ends")
             let digests = try await store.loadSeenDigests(since: 150)
             #expect(digests.count == 3)
             #expect(digests.contains(user: "alice", id: "ünï-ë2") && digests.contains(user: "bob", id: "e1"))

@@ -21,6 +21,9 @@ public protocol CoordinatorStore: Actor {
     /// The ids first seen at or after `since`, as digests (sealed, ready for lookups):
     /// what a restart keeps of them, read without making a string per id.
     func loadSeenDigests(since: Millis) async throws -> IdDigests
+    /// The latest time an id was remembered at (its horizon: `seen_at`), nil when none is:
+    /// where a restart's memory window ends if the coordinator was away for a while.
+    func latestSeenAt() async throws -> Millis?
     /// Every id first seen at or after `since`, whole (tools and tests: a restart reads
     /// ``loadSeenDigests(since:)``).
     func loadSeenIds(since: Millis) async throws -> [SeenId]
