@@ -25,6 +25,16 @@ import TandemCore
         return c
     }
 
+    /// An engine whose memory holds a minute of ids (`--id-memory 1m`), each folded into
+    /// a digest at the first step after it is applied.
+    func engineHoldingAMinuteOfIds() -> Engine {
+        var c = configuration()
+        c.seenIdMemoryMs = 60_000
+        var e = Engine(configuration: c, epoch: "e0", now: Self.t0)
+        e.remembered.foldThreshold = 1
+        return e
+    }
+
     /// An engine that recovered room r1 (version 1, sticker s1 from e1) and the id e1 as a digest.
     func recovered() throws -> Engine {
         var room = RoomState(roomId: "r1")
@@ -127,10 +137,7 @@ import TandemCore
     /// carries its old timestamp, which is what sends it to the store, and the store's
     /// answer makes it a duplicate. A new id with a current timestamp never waits for the store.
     @Test func aResendOlderThanTheMemoryWindowIsAskedOfTheStore() throws {
-        var c = configuration()
-        c.seenIdMemoryMs = 60_000
-        var e = Engine(configuration: c, epoch: "e0", now: Self.t0)
-        e.remembered.foldThreshold = 1
+        var e = engineHoldingAMinuteOfIds()
         _ = e.ingest(topic: Self.topic, payload: create("e1", sticker: "s1"), now: Self.t0)
         let first = e.step(now: Self.t0 + 30)
         #expect(receipts(first.publications).first?["status"] == "accepted")
@@ -162,10 +169,7 @@ import TandemCore
     /// later (stamped an hour ahead as the first copy was) is still recognised, and one
     /// after that goes to the store. Going by the arrival alone would let it through.
     @Test func anIdFromAClockAheadIsHeldUntilItsTimestampPasses() throws {
-        var c = configuration()
-        c.seenIdMemoryMs = 60_000
-        var e = Engine(configuration: c, epoch: "e0", now: Self.t0)
-        e.remembered.foldThreshold = 1
+        var e = engineHoldingAMinuteOfIds()
         let ahead = Self.t0 + 3_600_000
         _ = e.ingest(topic: Self.topic, payload: create("e1", sticker: "s1", at: ahead), now: Self.t0)
         let first = e.step(now: Self.t0 + 30)
@@ -188,10 +192,7 @@ import TandemCore
     /// the window follows the timestamps it admits, so the events it catches up on, minutes
     /// old, are judged by memory and not sent one by one to the store.
     @Test func aBacklogMinutesOldIsJudgedByMemory() throws {
-        var c = configuration()
-        c.seenIdMemoryMs = 60_000
-        var e = Engine(configuration: c, epoch: "e0", now: Self.t0)
-        e.remembered.foldThreshold = 1
+        var e = engineHoldingAMinuteOfIds()
         _ = e.ingest(topic: Self.topic, payload: create("e1", sticker: "s1"), now: Self.t0)
         e.committed(through: e.step(now: Self.t0 + 30).number)
         // Ten minutes later by the clock, the events arriving are from a second after e1.
