@@ -37,10 +37,10 @@ import TandemCore
 /// clients' clocks say.
 ///
 /// A fold happens once `recent` holds `foldThreshold` ids (a few milliseconds of
-/// sorting and merging every 65,536 ids) and with each forgetting pass. Digests older than the memory window are
-/// forgotten every ``forgetIntervalMs(memoryMs:)``; exact entries past the retention
-/// every ``pruneIntervalMs`` (the store forgets its copies a share with every batch:
-/// `Engine.afterStep(now:batch:)`).
+/// sorting and merging every 65,536 ids) and with each forgetting pass. Digests older
+/// than the memory window are forgotten every ``forgetIntervalMs(memoryMs:)``; exact
+/// entries past the retention every ``pruneIntervalMs`` (the store forgets its copies a
+/// share with every batch: `Engine.afterStep(now:batch:)`).
 struct RememberedIds {
     var recent: [Engine.SeenKey: Engine.SeenEntry] = [:]
     var sealed: [Engine.SeenKey: Engine.SeenEntry] = [:]
