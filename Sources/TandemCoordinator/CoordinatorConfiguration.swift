@@ -39,6 +39,8 @@ public struct CoordinatorConfiguration: Sendable {
     /// Of those, memory holds the last few minutes (`--id-memory`); the store answers for
     /// the rest, off the pipeline (``RememberedIds``).
     public var seenIdMemoryMs: Millis = 5 * 60 * 1000
+    /// What memory holds of the retention: `seenIdMemoryMs`, never more than the retention.
+    public var seenIdWindowMs: Millis { min(seenIdMemoryMs, seenIdRetentionMs) }
     /// The event log (the audit trail of every processed event and its receipt) keeps
     /// rows this long (`--event-log-retention`); nil: for ever. Seven days by default:
     /// long enough to look into what a user reports after a weekend, short enough that

@@ -52,12 +52,13 @@ extension Engine {
         static let codes = ReceiptCode.allCases
     }
 
-    /// An event or command whose id memory cannot judge: remembered only as a digest
-    /// (probably a resend of an older one, or about once in billions a new id with the
-    /// same digest), or not held and with a timestamp older than the memory window (a
-    /// resend from minutes ago, or a client whose clock is behind). The service asks the store (``CoordinatorStore/seenId(user:id:)``) off the pipeline and
-    /// hands the answer to ``resolve(_:firstCopy:at:)``: a resend is rare, so this path
-    /// may take a query's time; the pipeline never waits for it.
+    /// An event or command whose id memory cannot judge (``RememberedIds/Lookup/unsure``):
+    /// remembered only as a digest (probably a resend of an older one, or about once in
+    /// billions a new id with the same digest), or not held and with a timestamp older
+    /// than the memory window (a resend from minutes ago, or a client whose clock is
+    /// behind). The service asks the store (``CoordinatorStore/seenId(user:id:)``) off
+    /// the pipeline and hands the answer to ``resolve(_:firstCopy:at:)``: a resend is
+    /// rare, so this path may take a query's time; the pipeline never waits for it.
     public struct IdCheck: Sendable {
         let item: Buffered
         let kind: Receipt.Kind
@@ -113,7 +114,7 @@ extension Engine {
     /// step's number.
     mutating func afterStep(now: Millis, batch: inout StoreBatch) -> Int {
         let (number, pruned) = remembered.stepApplied(
-            now: now, wall: wall, retentionMs: configuration.seenIdRetentionMs, memoryMs: configuration.seenIdMemoryMs)
+            now: now, wall: wall, retentionMs: configuration.seenIdRetentionMs, memoryMs: configuration.seenIdWindowMs)
         if pruned {
             buckets = buckets.filter { !$0.value.isFull(now: now) }
             // A room's `updatedAt` is a time of day.

@@ -139,8 +139,6 @@ public struct Engine {
         /// every id whose horizon (``RememberedIds``) is at or after `seenSince`.
         public var seenDigests = IdDigests(since: 0)
         public var seenSince: Millis = .min
-        /// Where the window of `seenDigests` ends (``RememberedIds/windowEnd(wall:frontier:)``).
-        public var seenFrontier: Millis = .min
 
         public init() {}
 
@@ -187,7 +185,7 @@ public struct Engine {
         }
         remembered = RememberedIds(
             older: recovered.seenDigests.isEmpty ? IdDigests(since: now) : recovered.seenDigests,
-            heldSince: recovered.seenSince, frontier: recovered.seenFrontier, now: now)
+            heldSince: recovered.seenSince, now: now)
     }
 
     /// Reads rooms from their rows in a few tasks at once (each room is its own value),
@@ -354,11 +352,11 @@ public struct Engine {
                 return []
             }
             return [receipt(.duplicate(id: item.id, kind: kind, version: currentVersion, original: entry.original), to: item.user, arrivedAt: now)]
-        case .digest where !digestChecked, .unknown where !digestChecked:
+        case .unsure where !digestChecked:
             metrics.idStoreChecks += 1
             idChecks.append(IdCheck(item: item, kind: kind, timestamp: timestamp, arrival: now))
             return []
-        case .digest, .unknown, .unseen:
+        case .unsure, .unseen:
             break
         }
         if !takeToken(for: item.user, now: now) {

@@ -12,8 +12,7 @@ public enum Recovery {
         // was away, and the broker kept what came meanwhile: those events are judged by
         // memory then, not one by one by the store).
         let latest = try await store.latestSeenAt() ?? now
-        let frontier = RememberedIds.windowEnd(wall: now, frontier: latest)
-        let seenSince = frontier - min(configuration.seenIdMemoryMs, configuration.seenIdRetentionMs)
+        let seenSince = RememberedIds.windowEnd(wall: now, frontier: latest) - configuration.seenIdWindowMs
         async let seenDigests = store.loadSeenDigests(since: seenSince)
         var recovered = Engine.Recovered()
         recovered.rooms = try await Engine.parseRooms(roomRows, members: store.loadRoomMembers())
@@ -21,7 +20,6 @@ public enum Recovery {
         recovered.workouts = try await store.loadEntities(kind: EntityKind.workout)
         recovered.seenDigests = try await seenDigests
         recovered.seenSince = seenSince
-        recovered.seenFrontier = frontier
         return try Engine(configuration: configuration, epoch: store.epoch, recovered: recovered, now: now)
     }
 }

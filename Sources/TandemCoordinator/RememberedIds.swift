@@ -22,7 +22,7 @@ import TandemCore
 /// A resend carries the first copy's timestamp, which is never after its horizon; so an
 /// id whose timestamp is at or after ``heldSince`` and that is not held here was never
 /// seen (``Lookup/unseen``), and only one with an older timestamp (a resend from minutes
-/// ago, or a client whose clock is behind) needs the store (``Lookup/unknown``). Going by
+/// ago, or a client whose clock is behind) needs the store (``Lookup/unsure``). Going by
 /// the horizon rather than the arrival is what keeps a client whose clock runs ahead from
 /// slipping a resend past the window. Stepping our own wall clock back keeps more in
 /// memory; stepping it forward makes more resends go to the store: neither lets one through.
@@ -31,8 +31,8 @@ import TandemCore
 /// latest timestamp admitted (clamped), when that is behind the wall clock: a coordinator
 /// that falls minutes behind (a backlog after an outage, an overloaded machine) still
 /// judges the events it is catching up on from memory, instead of sending every one of
-/// them to the store just when it has least time for it. A restart starts the window at
-/// the store's latest remembered id for the same reason. The frontier counts at most
+/// them to the store just when it has least time for it. A restart reads back the window
+/// that ends at the store's latest remembered id for the same reason. The frontier counts at most
 /// ``maxLagMs`` behind the clock, so that memory stays bounded by time whatever the
 /// clients' clocks say.
 ///
@@ -70,12 +70,11 @@ struct RememberedIds {
     }
 
     /// `heldSince`: the ids of `older` are every id whose horizon is at or after it
-    /// (a restart reads the store's since then; `.min`: all there ever were).
-    /// `frontier`: where a restart's window ended (``windowEnd(wall:frontier:)``).
-    init(older: IdDigests, heldSince: Millis = .min, frontier: Millis = .min, now: Millis) {
+    /// (a restart reads the store's since then; `.min`: all there ever were). The
+    /// frontier starts unknown: the first events admitted set it.
+    init(older: IdDigests, heldSince: Millis = .min, now: Millis) {
         self.older = older
         self.heldSince = heldSince
-        self.frontier = frontier
         lastPrune = now
         lastForget = now
     }
@@ -99,18 +98,17 @@ struct RememberedIds {
     enum Lookup {
         /// Remembered whole: the entry says what the first copy got, or that it waits.
         case exact(Engine.SeenEntry)
-        /// Its digest is remembered: probably seen, the store says for sure.
-        case digest
-        /// Not held here, and its timestamp is before what memory holds: the store says.
-        case unknown
+        /// Memory cannot say; the store does: its digest is remembered (probably seen), or
+        /// it is not held here and its timestamp is before what memory holds.
+        case unsure
         case unseen
     }
 
     /// `timestamp`: the event's own, as sent (a resend carries the first copy's).
     func lookup(_ key: Engine.SeenKey, timestamp: Millis) -> Lookup {
         if let entry = recent[key] ?? sealed[key] { return .exact(entry) }
-        if !older.isEmpty, older.contains(user: key.user, id: key.id) { return .digest }
-        return timestamp >= heldSince ? .unseen : .unknown
+        if !older.isEmpty, older.contains(user: key.user, id: key.id) { return .unsure }
+        return timestamp >= heldSince ? .unseen : .unsure
     }
 
     var count: Int { recent.count + sealed.count + older.count }
@@ -146,7 +144,8 @@ struct RememberedIds {
 
     /// After each step: folds, forgets and prunes when due (`now` is the tick). Digests
     /// whose horizon is before the window's end (``windowEnd(wall:frontier:)``) less
-    /// `memoryMs` go every ``forgetIntervalMs(memoryMs:)``;
+    /// `memoryMs` (at most `retentionMs`: ``CoordinatorConfiguration/seenIdWindowMs``) go
+    /// every ``forgetIntervalMs(memoryMs:)``;
     /// exact entries whose horizon is before `wall` - `retentionMs`, every
     /// ``pruneIntervalMs``. Returns the step's number and whether it pruned.
     mutating func stepApplied(now: Millis, wall: Millis, retentionMs: Millis, memoryMs: Millis) -> (number: Int, pruned: Bool) {
@@ -169,7 +168,7 @@ struct RememberedIds {
         }
         if forgetDue {
             lastForget = now
-            let cutoff = Self.windowEnd(wall: wall, frontier: frontier) - min(memoryMs, retentionMs)
+            let cutoff = Self.windowEnd(wall: wall, frontier: frontier) - memoryMs
             if cutoff > heldSince {
                 // Keeps every id whose horizon is at or after the cutoff (and a little more).
                 older.forget(before: cutoff)

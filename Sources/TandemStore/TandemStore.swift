@@ -304,13 +304,14 @@ public actor TandemStore {
         try connection.query("\(Self.selectSeenId) WHERE +seen_at >= ?1", [.integer(since)], Self.seenId)
     }
 
-    /// The same rows as ``loadSeenIds(since:)``, as digests made from the text in
-    /// SQLite's own buffers: no string per id. The coordinator reads only its memory
-    /// window (minutes of a table that holds two days), so this one walks the time index.
+    /// The time index's last entry: where a restart's memory window ends.
     public func latestSeenAt() throws -> Millis? {
         try connection.queryOne("SELECT max(seen_at) FROM seen_ids") { row in row.isNull(0) ? nil : row.int64(0) } ?? nil
     }
 
+    /// The same rows as ``loadSeenIds(since:)``, as digests made from the text in
+    /// SQLite's own buffers: no string per id. The coordinator reads only its memory
+    /// window (minutes of a table that holds two days), so this one walks the time index.
     public func loadSeenDigests(since: Millis) throws -> IdDigests {
         var digests = IdDigests(since: since)
         try connection.withStatement("SELECT user_id, id, seen_at FROM seen_ids WHERE seen_at >= ?1") { statement in

@@ -1,6 +1,7 @@
 /// Remembered ids in 8 bytes each: a 48-bit digest of (user, id) and the minute the id
-/// was first seen (its horizon: ``RememberedIds``), packed in one `UInt64`, kept sorted, with a directory on the digests' top
-/// bits so that a lookup reads one short run (a million ids: 8 MB and a 256 KB directory,
+/// was first seen (the coordinator's `RememberedIds` stamps its horizon), packed in one
+/// `UInt64`, kept sorted, with a directory on the digests' top bits so that a lookup
+/// reads one short run (a million ids: 8 MB and a 256 KB directory,
 /// where two strings per id as a dictionary key took about 100 MB).
 ///
 /// A hit means "probably seen": two different ids share a digest with a chance of about
