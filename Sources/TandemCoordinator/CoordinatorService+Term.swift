@@ -86,7 +86,13 @@ extension CoordinatorService {
                 password: configuration.password,
                 will: MQTTWill(topic: topics.coordinatorStatus, payload: Self.offlinePayload, qos: .atLeastOnce, retain: true),
                 session: .persistent(expirySeconds: configuration.sessionExpirySeconds),
-                maxInflight: 20_000,
+                // Receipts and snapshots in flight at once. libmosquitto walks every
+                // message sent and not yet acknowledged on each publish and each PUBACK
+                // (message__release_to_inflight), so this bounds the cost of one
+                // publication: at 20,000, a backlog after a minute's stall kept 20,000
+                // unacknowledged and the coordinator fell to 100 events a second at
+                // full CPU, never catching up (docs/PERFORMANCE.md, "A stall under load").
+                maxInflight: 1_000,
                 receiveMaximum: 20_000,
                 tls: configuration.tls,
                 gate: gate

@@ -18,7 +18,8 @@ public struct MQTTConfiguration: Sendable {
     public var will: MQTTWill?
     public var session: Session
     /// Outgoing QoS 1 messages in flight at once (MQTT v5 send maximum); more wait in
-    /// libmosquitto's queue.
+    /// libmosquitto's queue. Each publish and each acknowledgement walks the messages in
+    /// flight, so a large value costs CPU whenever the broker is slow to acknowledge.
     public var maxInflight: Int
     /// Incoming QoS 1 messages the broker may have in flight to us (v5 receive maximum).
     public var receiveMaximum: Int
