@@ -61,6 +61,10 @@ public actor TandemClient {
     var workouts: [String: Broadcast<WorkoutSnapshot>] = [:]
     /// The timestamp of the last flight sample published, by workout and device.
     var lastFlight: [String: Millis] = [:]
+    /// Who is online, by user and client id, from the retained presence topics (nil:
+    /// not followed yet), and the listeners to it.
+    var presenceClients: [String: [String: Bool]] = [:]
+    var presenceListeners: Broadcast<Set<String>>?
     var queries: [String: QuerySlot] = [:]
     /// `users/{user}/responses` is subscribed (from the first query on).
     var followingResponses = false
@@ -259,6 +263,7 @@ public actor TandemClient {
         for key in conversations.keys { conversations[key]?.replicas.finish() }
         allConversations?.finish()
         for key in workouts.keys { workouts[key]?.finish() }
+        presenceListeners?.finish()
     }
 
     /// A fresh event or command id, unique for this client.

@@ -22,6 +22,8 @@ public struct Topics: Sendable, Equatable {
         "\(root)/users/\(user)/workouts/\(workout)/health/\(device.rawValue)"
     }
     public func presence(user: String, clientId: String) -> String { "\(root)/presence/\(user)/\(clientId)" }
+    /// Every client's presence (readable by every user).
+    public var allPresence: String { "\(root)/presence/+/+" }
     /// Request/response queries (DM history, logbook) that are not state changes.
     public func requests(user: String) -> String { "\(root)/users/\(user)/requests" }
 
