@@ -1,0 +1,173 @@
+import HummingbirdWebSocket
+import Logging
+import NIOCore
+import TandemClient
+
+/// One browser tab's WebSocket: reads the page's frames (validated, paced by the
+/// session), carries them out through the session's ``TandemClient``, and sends the
+/// page what it shows (the room it watches, receipts of its own edits and commands,
+/// and what the session shares with every tab).
+actor Tab {
+    let session: WebSession
+    let id: Int
+    private let continuation: AsyncStream<JSON>.Continuation
+    private let logger: Logger
+    /// The page's `ref` of each event or command this tab sent, by its id.
+    private var refs: [String: String] = [:]
+    private var watchedRoom: String?
+    private var roomTask: Task<Void, Never>?
+    private var receiptTask: Task<Void, Never>?
+
+    init(session: WebSession, id: Int, continuation: AsyncStream<JSON>.Continuation, logger: Logger) {
+        self.session = session
+        self.id = id
+        self.continuation = continuation
+        self.logger = logger
+    }
+
+    /// Runs the tab until the page goes away or the session ends.
+    static func run(session: WebSession, inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter, logger: Logger) async throws {
+        guard let attached = await session.attach() else {
+            try await outbound.write(.text(PageJSON.signedOut.text))
+            return
+        }
+        let (id, frames, continuation) = attached
+        let tab = Tab(session: session, id: id, continuation: continuation, logger: logger)
+        await tab.followReceipts()
+        do {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    // Ends when the session ends (its last frame says signedOut): then
+                    // the socket is closed, which ends the reading too.
+                    for await frame in frames { try await outbound.write(.text(frame.text)) }
+                    try? await outbound.close(.normalClosure, reason: "signed out")
+                }
+                group.addTask {
+                    try await tab.read(inbound)
+                }
+                _ = try await group.next()
+                group.cancelAll()
+            }
+        } catch {
+            await tab.stop()
+            await session.detach(id)
+            throw error
+        }
+        await tab.stop()
+        await session.detach(id)
+    }
+
+    /// Reads whole messages (continuation frames joined, at most ``PageFrame/maxBytes``
+    /// kept of one) and hands each to ``handle(_:)``.
+    private nonisolated func read(_ inbound: WebSocketInboundStream) async throws {
+        var message: [UInt8] = []
+        var size = 0
+        var binary = false
+        for try await frame in inbound {
+            if frame.opcode != .continuation {
+                message.removeAll(keepingCapacity: true)
+                size = 0
+                binary = frame.opcode == .binary
+            }
+            size += frame.data.readableBytes
+            if size <= PageFrame.maxBytes {
+                message.append(contentsOf: frame.data.readableBytesView)
+            }
+            guard frame.fin else { continue }
+            // Every message waits its turn, a bad one too: flooding is slowed either way.
+            let wait = await session.reserveFrame()
+            if wait > 0 { try await Task.sleep(for: .milliseconds(wait)) }
+            if binary {
+                await send(PageJSON.error(PageFrame.Problem(.binaryFrame, "frames are JSON text, not binary")))
+            } else if size > PageFrame.maxBytes {
+                await send(PageJSON.error(PageFrame.Problem(.frameTooLarge, "the frame is \(size) bytes; the limit is \(PageFrame.maxBytes)")))
+            } else {
+                await handle(message)
+            }
+        }
+    }
+
+    func handle(_ bytes: [UInt8]) async {
+        switch PageFrame.decode(bytes) {
+        case .failure(let problem):
+            send(PageJSON.error(problem))
+        case .success(.ping):
+            send(PageJSON.pong)
+        case .success(.watch(let room)):
+            await watch(room)
+        case .success(.edit(let ref, let room, let type, let sticker, let image, let frame)):
+            let client = session.client
+            let event = EditEvent(eventId: await client.nextId(), type: type, stickerId: sticker, timestamp: WallClock.now(), image: image, frame: frame)
+            refs[event.eventId] = ref
+            await client.post(event, in: room)
+        case .success(.member(let ref, let room, let type, let member, let role)):
+            let client = session.client
+            let event = EditEvent(eventId: await client.nextId(), type: type, member: member, role: role, timestamp: WallClock.now())
+            refs[event.eventId] = ref
+            await client.post(event, in: room)
+        case .success(.dm(let ref, let type, let peer, let text)):
+            let client = session.client
+            let command = DMCommand(commandId: await client.nextId(), type: type, peer: peer, timestamp: WallClock.now(), text: text)
+            refs[command.commandId] = ref
+            await client.post(command)
+        }
+    }
+
+    private func send(_ frame: JSON) {
+        continuation.yield(frame)
+    }
+
+    private func watch(_ room: String) async {
+        guard room != watchedRoom else {
+            if let replica = await session.client.replica(of: room) { send(PageJSON.room(replica)) }
+            return
+        }
+        roomTask?.cancel()
+        watchedRoom = room
+        let updates: AsyncStream<RoomUpdate>
+        do {
+            updates = try await session.client.roomUpdates(room)
+        } catch {
+            send(PageJSON.error(PageFrame.Problem(.invalidFrame, "the room \(room) cannot be watched: \(error)")))
+            return
+        }
+        if let replica = await session.client.replica(of: room) { send(PageJSON.room(replica)) }
+        roomTask = Task { [weak self] in
+            for await update in updates {
+                guard let self, !Task.isCancelled else { return }
+                await self.forward(update, of: room)
+            }
+        }
+    }
+
+    private func forward(_ update: RoomUpdate, of room: String) {
+        guard room == watchedRoom else { return }
+        if case .noLongerMember = update.cause {
+            send(PageJSON.roomClosed(room))
+            watchedRoom = nil
+            return
+        }
+        send(PageJSON.room(update.replica))
+    }
+
+    private func followReceipts() async {
+        let receipts = await session.client.receipts()
+        receiptTask = Task { [weak self] in
+            for await event in receipts {
+                guard let self else { return }
+                guard case .settled(let outgoing, let receipt) = event else { continue }
+                await self.settled(outgoing.id, receipt)
+            }
+        }
+    }
+
+    private func settled(_ id: String, _ receipt: Receipt) {
+        guard let ref = refs.removeValue(forKey: id) else { return }
+        send(PageJSON.receipt(ref: ref, receipt))
+    }
+
+    func stop() {
+        roomTask?.cancel()
+        receiptTask?.cancel()
+    }
+}

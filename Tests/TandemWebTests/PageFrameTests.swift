@@ -1,0 +1,87 @@
+import Testing
+import TandemCore
+@testable import TandemWeb
+
+/// The page's frames are read like MQTT payloads: anything malformed is a Problem with a
+/// code and a message naming what is wrong, never a crash.
+@Suite struct PageFrameTests {
+    private func problem(_ text: String) -> PageFrame.Problem? {
+        if case .failure(let problem) = PageFrame.decode(Array(text.utf8)) { return problem }
+        return nil
+    }
+
+    @Test func readsEachType() throws {
+        #expect(try PageFrame.decode(Array(#"{"type":"ping"}"#.utf8)).get() == .ping)
+        #expect(try PageFrame.decode(Array(#"{"type":"watch","room":"r1"}"#.utf8)).get() == .watch(room: "r1"))
+        let create = #"{"type":"edit","ref":"r7","room":"q","op":"create","sticker":"s1","image":"star","frame":{"x":1,"y":2,"width":3,"height":4}}"#
+        #expect(try PageFrame.decode(Array(create.utf8)).get()
+            == .edit(ref: "r7", room: "q", type: .create, sticker: "s1", image: "star", frame: Frame(x: 1, y: 2, width: 3, height: 4)))
+        #expect(try PageFrame.decode(Array(#"{"type":"dm","ref":"a","op":"message","peer":"bob","text":"hi"}"#.utf8)).get()
+            == .dm(ref: "a", type: .message, peer: "bob", text: "hi"))
+    }
+
+    @Test(arguments: [
+        ("not json", "invalid JSON"),
+        ("[1,2]", "must be a JSON object"),
+        (#"{"room":"r1"}"#, "type"),
+        (#"{"type":"watch","room":"no spaces"}"#, "room"),
+        (#"{"type":"edit","ref":"r1","room":"q","op":"create","sticker":"s1","frame":{"x":0,"y":0,"width":1,"height":1}}"#, "image is required"),
+        (#"{"type":"edit","ref":"r1","room":"q","op":"update","sticker":"s1"}"#, "frame is required"),
+        (#"{"type":"edit","ref":"r1","room":"q","op":"update","sticker":"s1","frame":{"x":0,"y":0,"width":0,"height":1}}"#, "width"),
+        (#"{"type":"edit","ref":"r1","room":"q","op":"invite","sticker":"s1"}"#, "op must be"),
+        (#"{"type":"edit","ref":"r1","room":"q","op":"explode","sticker":"s1"}"#, "op"),
+        (#"{"type":"dm","ref":"r1","op":"message","peer":"bob"}"#, "text is required"),
+    ])
+    func refusesMalformed(_ text: String, _ says: String) throws {
+        let problem = try #require(problem(text))
+        #expect(problem.code == .invalidFrame)
+        #expect(problem.message.contains(says), "\(problem.message)")
+    }
+
+    @Test func namesTheRefOfABadFrame() throws {
+        let problem = try #require(problem(#"{"type":"edit","ref":"r9","room":"q","op":"update","sticker":"s1"}"#))
+        #expect(problem.ref == "r9")
+    }
+
+    @Test func unknownType() throws {
+        let problem = try #require(problem(#"{"type":"launch"}"#))
+        #expect(problem.code == .unknownType)
+        #expect(problem.message.contains("launch"))
+    }
+
+    @Test func oversized() throws {
+        let text = #"{"type":"dm","ref":"r1","op":"message","peer":"bob","text":""# + String(repeating: "x", count: PageFrame.maxBytes) + #""}"#
+        let problem = try #require(problem(text))
+        #expect(problem.code == .frameTooLarge)
+    }
+
+    @Test func dmTextOverItsLimit() throws {
+        let text = #"{"type":"dm","ref":"r1","op":"message","peer":"bob","text":""# + String(repeating: "x", count: 4097) + #""}"#
+        let problem = try #require(problem(text))
+        #expect(problem.code == .invalidFrame)
+        #expect(problem.message.contains("4096"))
+    }
+}
+
+/// A session that sends too fast waits; nothing is dropped.
+@Suite struct PacerTests {
+    @Test func burstGoesAtOnceThenFramesWait() {
+        var pacer = Pacer(ratePerSecond: 10, burst: 3, now: 0)
+        #expect((0..<3).map { _ in pacer.reserve(now: 0) } == [0, 0, 0])
+        // The next ones are reserved ahead, 100 ms apart.
+        #expect(pacer.reserve(now: 0) == 100)
+        #expect(pacer.reserve(now: 0) == 200)
+    }
+
+    @Test func refillsWithTime() {
+        var pacer = Pacer(ratePerSecond: 10, burst: 2, now: 0)
+        _ = pacer.reserve(now: 0)
+        _ = pacer.reserve(now: 0)
+        #expect(pacer.reserve(now: 100) == 0)
+        #expect(pacer.reserve(now: 100) == 100)
+        // Idle time refills up to the burst, no further.
+        #expect(pacer.reserve(now: 10_000) == 0)
+        #expect(pacer.reserve(now: 10_000) == 0)
+        #expect(pacer.reserve(now: 10_000) == 100)
+    }
+}
