@@ -5,7 +5,7 @@ import TandemCore
 /// The page's frames are read like MQTT payloads: anything malformed is a Problem with a
 /// code and a message naming what is wrong, never a crash.
 @Suite struct PageFrameTests {
-    private func problem(_ text: String) -> PageFrame.Problem? {
+    private func refusal(_ text: String) -> PageFrame.Problem? {
         if case .failure(let problem) = PageFrame.decode(Array(text.utf8)) { return problem }
         return nil
     }
@@ -33,31 +33,31 @@ import TandemCore
         (#"{"type":"dm","ref":"r1","op":"message","peer":"bob"}"#, "text is required"),
     ])
     func refusesMalformed(_ text: String, _ says: String) throws {
-        let problem = try #require(problem(text))
+        let problem = try #require(refusal(text))
         #expect(problem.code == .invalidFrame)
         #expect(problem.message.contains(says), "\(problem.message)")
     }
 
     @Test func namesTheRefOfABadFrame() throws {
-        let problem = try #require(problem(#"{"type":"edit","ref":"r9","room":"q","op":"update","sticker":"s1"}"#))
+        let problem = try #require(refusal(#"{"type":"edit","ref":"r9","room":"q","op":"update","sticker":"s1"}"#))
         #expect(problem.ref == "r9")
     }
 
     @Test func unknownType() throws {
-        let problem = try #require(problem(#"{"type":"launch"}"#))
+        let problem = try #require(refusal(#"{"type":"launch"}"#))
         #expect(problem.code == .unknownType)
         #expect(problem.message.contains("launch"))
     }
 
     @Test func oversized() throws {
         let text = #"{"type":"dm","ref":"r1","op":"message","peer":"bob","text":""# + String(repeating: "x", count: PageFrame.maxBytes) + #""}"#
-        let problem = try #require(problem(text))
+        let problem = try #require(refusal(text))
         #expect(problem.code == .frameTooLarge)
     }
 
     @Test func dmTextOverItsLimit() throws {
         let text = #"{"type":"dm","ref":"r1","op":"message","peer":"bob","text":""# + String(repeating: "x", count: 4097) + #""}"#
-        let problem = try #require(problem(text))
+        let problem = try #require(refusal(text))
         #expect(problem.code == .invalidFrame)
         #expect(problem.message.contains("4096"))
     }
