@@ -39,6 +39,8 @@ public struct Topics: Sendable, Equatable {
     /// Every ConversationChanges of `user`'s views.
     public func allConversationChanges(user: String) -> String { "\(root)/users/\(user)/dm/conversations/+/changes" }
     public func workoutState(user: String, workout: String) -> String { "\(root)/users/\(user)/workouts/\(workout)/state" }
+    /// Every workout's snapshot of `user` (a page that lists them all).
+    public func allWorkoutStates(user: String) -> String { "\(root)/users/\(user)/workouts/+/state" }
     public func receipts(user: String) -> String { "\(root)/users/\(user)/receipts" }
     public func responses(user: String) -> String { "\(root)/users/\(user)/responses" }
     public var coordinatorStatus: String { "\(root)/coordinator/status" }

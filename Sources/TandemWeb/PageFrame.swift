@@ -12,6 +12,9 @@ public enum PageFrame: Sendable, Equatable {
     case member(ref: String, room: String, type: EditEvent.Kind, member: String?, role: MemberRole?)
     /// A direct-message command to `peer` under the page's `ref`.
     case dm(ref: String, type: DMCommand.Kind, peer: String, text: String?)
+    /// An older page of the conversation with `peer`: the messages sent before `before`
+    /// (nil: the newest), from the coordinator's history.
+    case history(peer: String, before: Millis?)
     /// Nothing but a sign of life (the page's keep-alive).
     case ping
 
@@ -22,7 +25,7 @@ public enum PageFrame: Sendable, Equatable {
     /// Why a frame was refused: the error frame's `code` and `message`, and the page's
     /// `ref` when one could be read.
     public struct Problem: Error, Sendable, Equatable {
-        public enum Code: String, Sendable {
+        public enum Code: String, Sendable, CaseIterable {
             /// Not JSON, not an object, a field missing or wrong.
             case invalidFrame = "invalid_frame"
             /// Over ``PageFrame/maxBytes``.
@@ -31,6 +34,9 @@ public enum PageFrame: Sendable, Equatable {
             case unknownType = "unknown_type"
             /// A binary WebSocket message: frames are JSON text.
             case binaryFrame = "binary_frame"
+            /// A good frame that could not be carried out now (the coordinator did not
+            /// answer a history query, a room could not be followed).
+            case unavailable
         }
 
         public var code: Code
@@ -65,8 +71,20 @@ public enum PageFrame: Sendable, Equatable {
         }
     }
 
+    /// This frame's `type`.
+    public var type: String {
+        switch self {
+        case .watch: "watch"
+        case .edit: "edit"
+        case .member: "member"
+        case .dm: "dm"
+        case .history: "history"
+        case .ping: "ping"
+        }
+    }
+
     /// The frame types the page may send.
-    public static let types = ["ping", "watch", "edit", "member", "dm"]
+    public static let types = ["ping", "watch", "edit", "member", "dm", "history"]
 
     private static func decode(_ reader: PayloadReader) throws(Rejection) -> PageFrame {
         let type = try reader.string("type")
@@ -119,6 +137,11 @@ public enum PageFrame: Sendable, Equatable {
             }
             if kind == .message, text?.isEmpty ?? true { throw .invalid("text is required for message") }
             return .dm(ref: ref, type: kind, peer: peer, text: text)
+        case "history":
+            let peer = try reader.identifier("peer")
+            let before: Millis? = try reader.has("before") ? reader.int64("before") : nil
+            if let before, before <= 0 { throw .invalid("before must be a positive timestamp (ms)") }
+            return .history(peer: peer, before: before)
         default:
             throw .invalid("unknown frame type \(type.debugDescription)")
         }

@@ -49,6 +49,10 @@ enum PageJSON {
         ])
     }
 
+    /// How many of a conversation's latest messages a `conversations` frame carries; the
+    /// page asks for older ones with `history` frames when it scrolls up.
+    static let recentMessages = 50
+
     static func conversations(_ replicas: [ConversationReplica]) -> JSON {
         .obj(["type": "conversations", "conversations": .array(replicas.map { replica in
             .obj([
@@ -56,9 +60,27 @@ enum PageJSON {
                 "status": JSON(replica.status?.rawValue),
                 "unread": .int(Int64(replica.unread)),
                 "updatedAt": .int(replica.updatedAt),
-                "messages": .array(replica.messages.map(\.json)),
+                "messages": .array(replica.messages.suffix(recentMessages).map(\.json)),
+                "hasOlder": .bool(replica.messages.count > recentMessages || replica.messages.count >= Conversation.snapshotSize),
             ])
         })])
+    }
+
+    /// A page of older messages (oldest first), answering a `history` frame.
+    static func history(_ page: DMHistoryPage, before: Millis?) -> JSON {
+        .obj([
+            "type": "history", "peer": .string(page.peer), "before": JSON(before),
+            "messages": .array(page.messages.map(\.json)), "hasMore": .bool(page.hasMore),
+        ])
+    }
+
+    /// One workout's card: its latest snapshot as the contract writes it, and the heart
+    /// rates of the snapshots seen (`[timestamp, bpm]`, oldest first) for the line.
+    static func workout(_ snapshot: WorkoutSnapshot, heartRates: [(Millis, Double)]) -> JSON {
+        .obj([
+            "type": "workout", "workout": snapshot.json,
+            "heartRates": .array(heartRates.map { .array([.int($0.0), .double($0.1)]) }),
+        ])
     }
 
     static let pong = JSON.obj(["type": "pong"])

@@ -55,11 +55,13 @@ public enum SignInError: Error, Sendable, Equatable, CustomStringConvertible {
 /// every session ends (each person's presence says offline).
 public actor SessionStore: Service {
     public nonisolated let settings: WebSettings
+    public nonisolated let metrics: WebMetrics
     private let logger: Logger
     private var sessions: [String: WebSession] = [:]
 
-    public init(settings: WebSettings, logger: Logger = Logger(label: "tandem.web")) {
+    public init(settings: WebSettings, metrics: WebMetrics = WebMetrics(), logger: Logger = Logger(label: "tandem.web")) {
         self.settings = settings
+        self.metrics = metrics
         self.logger = logger
     }
 
@@ -93,6 +95,7 @@ public actor SessionStore: Service {
             throw .unreachable("\(error)")
         }
         sessions[token] = session
+        metrics.sessions.set(to: Double(sessions.count))
         logger.info("\(username) signed in (\(clientId)); \(sessions.count) session(s)")
         return session
     }
@@ -107,6 +110,7 @@ public actor SessionStore: Service {
     @discardableResult
     public func signOut(token: String?) async -> Bool {
         guard let token, let session = sessions.removeValue(forKey: token) else { return false }
+        metrics.sessions.set(to: Double(sessions.count))
         logger.info("\(session.user) signed out")
         await session.end()
         return true
@@ -116,12 +120,14 @@ public actor SessionStore: Service {
 
     private func forget(_ session: WebSession) {
         if sessions[session.token] === session { sessions[session.token] = nil }
+        metrics.sessions.set(to: Double(sessions.count))
     }
 
     /// Ends every session.
     public func endAll() async {
         let all = sessions.values
         sessions.removeAll()
+        metrics.sessions.set(to: 0)
         for session in all { await session.end() }
     }
 

@@ -10,7 +10,8 @@ import TandemClient
 actor Tab {
     let session: WebSession
     let id: Int
-    private let continuation: AsyncStream<JSON>.Continuation
+    private let continuation: AsyncStream<OutFrame>.Continuation
+    private let metrics: WebMetrics
     private let logger: Logger
     /// The page's `ref` of each event or command this tab sent, by its id.
     private var refs: [String: String] = [:]
@@ -18,28 +19,37 @@ actor Tab {
     private var roomTask: Task<Void, Never>?
     private var receiptTask: Task<Void, Never>?
 
-    init(session: WebSession, id: Int, continuation: AsyncStream<JSON>.Continuation, logger: Logger) {
+    init(session: WebSession, id: Int, continuation: AsyncStream<OutFrame>.Continuation, metrics: WebMetrics, logger: Logger) {
         self.session = session
         self.id = id
         self.continuation = continuation
+        self.metrics = metrics
         self.logger = logger
     }
 
     /// Runs the tab until the page goes away or the session ends.
-    static func run(session: WebSession, inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter, logger: Logger) async throws {
+    static func run(
+        session: WebSession, inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter, metrics: WebMetrics, logger: Logger
+    ) async throws {
         guard let attached = await session.attach() else {
             try await outbound.write(.text(PageJSON.signedOut.text))
             return
         }
         let (id, frames, continuation) = attached
-        let tab = Tab(session: session, id: id, continuation: continuation, logger: logger)
+        let tab = Tab(session: session, id: id, continuation: continuation, metrics: metrics, logger: logger)
+        metrics.tabs.increment()
+        defer { metrics.tabs.decrement() }
         await tab.followReceipts()
         do {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask {
                     // Ends when the session ends (its last frame says signedOut): then
                     // the socket is closed, which ends the reading too.
-                    for await frame in frames { try await outbound.write(.text(frame.text)) }
+                    for await frame in frames {
+                        try await outbound.write(.text(frame.json.text))
+                        metrics.sent.increment()
+                        if let takenAt = frame.takenAt { metrics.updateToFrame.record(ContinuousClock.now - takenAt) }
+                    }
                     try? await outbound.close(.normalClosure, reason: "signed out")
                 }
                 group.addTask {
@@ -76,21 +86,28 @@ actor Tab {
             guard frame.fin else { continue }
             // Every message waits its turn, a bad one too: flooding is slowed either way.
             let wait = await session.reserveFrame()
-            if wait > 0 { try await Task.sleep(for: .milliseconds(wait)) }
+            if wait > 0 {
+                metrics.paced.increment()
+                try await Task.sleep(for: .milliseconds(wait))
+            }
             if binary {
-                await send(PageJSON.error(PageFrame.Problem(.binaryFrame, "frames are JSON text, not binary")))
+                await refuse(PageFrame.Problem(.binaryFrame, "frames are JSON text, not binary"))
             } else if size > PageFrame.maxBytes {
-                await send(PageJSON.error(PageFrame.Problem(.frameTooLarge, "the frame is \(size) bytes; the limit is \(PageFrame.maxBytes)")))
+                await refuse(PageFrame.Problem(.frameTooLarge, "the frame is \(size) bytes; the limit is \(PageFrame.maxBytes)"))
             } else {
-                await handle(message)
+                await handle(message, readAt: .now)
             }
         }
     }
 
-    func handle(_ bytes: [UInt8]) async {
-        switch PageFrame.decode(bytes) {
+    /// Carries out one message read at `readAt`: decoded, counted, and handed to the
+    /// client (an edit's time from `readAt` to the client's queue is measured).
+    func handle(_ bytes: [UInt8], readAt: ContinuousClock.Instant) async {
+        let decoded = PageFrame.decode(bytes)
+        metrics.frameReceived((try? decoded.get())?.type ?? "invalid")
+        switch decoded {
         case .failure(let problem):
-            send(PageJSON.error(problem))
+            refuse(problem)
         case .success(.ping):
             send(PageJSON.pong)
         case .success(.watch(let room)):
@@ -100,6 +117,7 @@ actor Tab {
             let event = EditEvent(eventId: await client.nextId(), type: type, stickerId: sticker, timestamp: WallClock.now(), image: image, frame: frame)
             refs[event.eventId] = ref
             await client.post(event, in: room)
+            metrics.frameToPublish.record(ContinuousClock.now - readAt)
         case .success(.member(let ref, let room, let type, let member, let role)):
             let client = session.client
             let event = EditEvent(eventId: await client.nextId(), type: type, member: member, role: role, timestamp: WallClock.now())
@@ -110,11 +128,27 @@ actor Tab {
             let command = DMCommand(commandId: await client.nextId(), type: type, peer: peer, timestamp: WallClock.now(), text: text)
             refs[command.commandId] = ref
             await client.post(command)
+        case .success(.history(let peer, let before)):
+            // A query round trip: off the tab's reading, so that edits are not held up.
+            let client = session.client
+            Task { [weak self] in
+                do {
+                    let page = try await client.dmHistory(with: peer, before: before, limit: PageJSON.recentMessages)
+                    await self?.send(PageJSON.history(page, before: before))
+                } catch {
+                    await self?.refuse(PageFrame.Problem(.unavailable, "the history with \(peer) could not be read: \(error)"))
+                }
+            }
         }
     }
 
-    private func send(_ frame: JSON) {
-        continuation.yield(frame)
+    private func send(_ frame: JSON, takenAt: ContinuousClock.Instant? = nil) {
+        continuation.yield(OutFrame(frame, takenAt: takenAt))
+    }
+
+    private func refuse(_ problem: PageFrame.Problem) {
+        metrics.frameError(problem.code)
+        send(PageJSON.error(problem))
     }
 
     private func watch(_ room: String) async {
@@ -128,26 +162,26 @@ actor Tab {
         do {
             updates = try await session.client.roomUpdates(room)
         } catch {
-            send(PageJSON.error(PageFrame.Problem(.invalidFrame, "the room \(room) cannot be watched: \(error)")))
+            refuse(PageFrame.Problem(.unavailable, "the room \(room) cannot be watched: \(error)"))
             return
         }
         if let replica = await session.client.replica(of: room) { send(PageJSON.room(replica)) }
         roomTask = Task { [weak self] in
             for await update in updates {
                 guard let self, !Task.isCancelled else { return }
-                await self.forward(update, of: room)
+                await self.forward(update, of: room, takenAt: .now)
             }
         }
     }
 
-    private func forward(_ update: RoomUpdate, of room: String) {
+    private func forward(_ update: RoomUpdate, of room: String, takenAt: ContinuousClock.Instant) {
         guard room == watchedRoom else { return }
         if case .noLongerMember = update.cause {
             send(PageJSON.roomClosed(room))
             watchedRoom = nil
             return
         }
-        send(PageJSON.room(update.replica))
+        send(PageJSON.room(update.replica), takenAt: takenAt)
     }
 
     private func followReceipts() async {

@@ -16,6 +16,7 @@ import TandemClient
 /// | `POST /api/sign-out` | ends the session, clears the cookie; 200 |
 /// | `GET /ws` | the tab's WebSocket with a live session, else 401 |
 /// | `GET /healthz` | 200 `{"status":"ok","sessions":N}` |
+/// | `GET /metrics` | the Prometheus text format (``WebMetrics``) |
 public enum WebServer {
     /// The session cookie's name.
     public static let cookieName = "tandem_session"
@@ -35,6 +36,13 @@ public enum WebServer {
         router.get("/healthz") { _, _ in
             let sessions = await store.count
             return json(.ok, .obj(["status": "ok", "sessions": .int(Int64(sessions))]))
+        }
+
+        router.get("/metrics") { _, _ in
+            Response(
+                status: .ok,
+                headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8", .cacheControl: "no-store"],
+                body: ResponseBody(byteBuffer: ByteBuffer(bytes: store.metrics.registry.emitToBuffer())))
         }
 
         router.post("/api/sign-in") { request, _ in
@@ -71,7 +79,7 @@ public enum WebServer {
                 try await outbound.write(.text(PageJSON.signedOut.text))
                 return
             }
-            try await Tab.run(session: session, inbound: inbound, outbound: outbound, logger: context.logger)
+            try await Tab.run(session: session, inbound: inbound, outbound: outbound, metrics: store.metrics, logger: context.logger)
         }
         return router
     }
@@ -98,6 +106,18 @@ public enum WebServer {
     }
 
     private static func signIn(_ request: Request, store: SessionStore) async throws -> Response {
+        let response = try await signInResponse(request, store: store)
+        let result: WebMetrics.SignInResult = switch response.status {
+        case .ok: .ok
+        case .unauthorized: .refused
+        case .serviceUnavailable: .unreachable
+        default: .malformed
+        }
+        store.metrics.signIn(result)
+        return response
+    }
+
+    private static func signInResponse(_ request: Request, store: SessionStore) async throws -> Response {
         var request = request
         let body: ByteBuffer
         do {
@@ -135,11 +155,18 @@ public enum WebServer {
         return response
     }
 
-    /// A WebSocket opened by a page of this server (or by a client that says no
-    /// origin, which is no browser): another site's page may not ride the cookie.
+    /// A WebSocket opened by a page of this server, or by a client that is no browser
+    /// (no origin, or a `ws:`/`wss:` one, which browsers never send: WebSocket clients
+    /// such as swift-websocket's do): another site's page may not ride the cookie, and an
+    /// opaque origin (`null`: a sandboxed frame, a file) is refused too.
     static func sameOrigin(_ request: Request) -> Bool {
-        guard let origin = request.headers[.origin] else { return true }
-        guard let authority = request.head.authority else { return false }
+        sameOrigin(origin: request.headers[.origin], authority: request.head.authority)
+    }
+
+    static func sameOrigin(origin: String?, authority: String?) -> Bool {
+        guard let origin else { return true }
+        if origin.hasPrefix("ws://") || origin.hasPrefix("wss://") { return true }
+        guard let authority else { return false }
         return origin == "http://\(authority)" || origin == "https://\(authority)"
     }
 

@@ -1,6 +1,18 @@
 import Logging
 import TandemClient
 
+/// A frame on its way to a page, with the time its cause was taken from the client
+/// (a room update: what ``WebMetrics`` measures to the socket).
+struct OutFrame: Sendable {
+    let json: JSON
+    let takenAt: ContinuousClock.Instant?
+
+    init(_ json: JSON, takenAt: ContinuousClock.Instant? = nil) {
+        self.json = json
+        self.takenAt = takenAt
+    }
+}
+
 /// One signed-in person: their own ``TandemClient`` on their own broker account (so the
 /// broker's rules apply to the page exactly as to any app), and the tabs open on it.
 ///
@@ -19,11 +31,15 @@ public actor WebSession {
     private let logger: Logger
     private let tabGrace: Duration
     private var pacer: Pacer
-    private var tabs: [Int: AsyncStream<JSON>.Continuation] = [:]
+    private var tabs: [Int: AsyncStream<OutFrame>.Continuation] = [:]
     private var nextTab = 0
     /// The latest frame of each kind that every tab shows (rooms, presence, conversations).
     private var latest: [String: JSON] = [:]
     private var conversations: [String: ConversationReplica] = [:]
+    /// Each workout's latest card (by workout id) and the heart rates of its snapshots.
+    private var workouts: [String: (snapshot: WorkoutSnapshot, heartRates: [(Millis, Double)])] = [:]
+    /// How many heart rates a card's line keeps (a snapshot a second: two minutes).
+    static let heartRatePoints = 120
     private var tasks: [Task<Void, Never>] = []
     private var endTimer: Task<Void, Never>?
     private var onEnd: (@Sendable (WebSession) async -> Void)?
@@ -46,6 +62,7 @@ public actor WebSession {
             let rooms = try await client.myRooms()
             let online = try await client.onlineUsers()
             let conversations = try await client.conversations()
+            let workouts = try await client.allWorkoutSnapshots()
             tasks.append(Task { [weak self] in
                 for await list in rooms { await self?.share("rooms", PageJSON.rooms(list)) }
             })
@@ -54,6 +71,9 @@ public actor WebSession {
             })
             tasks.append(Task { [weak self] in
                 for await replica in conversations { await self?.take(replica) }
+            })
+            tasks.append(Task { [weak self] in
+                for await snapshot in workouts { await self?.take(snapshot) }
             })
             try await client.connect(timeout: timeout)
         } catch {
@@ -70,25 +90,39 @@ public actor WebSession {
         share("conversations", PageJSON.conversations(conversations.values.sorted { $0.updatedAt > $1.updatedAt }))
     }
 
+    private func take(_ snapshot: WorkoutSnapshot) {
+        var heartRates = workouts[snapshot.workoutId].flatMap { $0.snapshot.epoch == snapshot.epoch ? $0.heartRates : nil } ?? []
+        if let health = snapshot.health, health.timestamp > (heartRates.last?.0 ?? .min) {
+            heartRates.append((health.timestamp, health.heartRate))
+            if heartRates.count > Self.heartRatePoints { heartRates.removeFirst(heartRates.count - Self.heartRatePoints) }
+        }
+        workouts[snapshot.workoutId] = (snapshot, heartRates)
+        let frame = PageJSON.workout(snapshot, heartRates: heartRates)
+        for continuation in tabs.values { continuation.yield(OutFrame(frame)) }
+    }
+
     private func share(_ kind: String, _ frame: JSON) {
         latest[kind] = frame
-        for continuation in tabs.values { continuation.yield(frame) }
+        for continuation in tabs.values { continuation.yield(OutFrame(frame)) }
     }
 
     /// A new tab: its id and the frames it is to send the page, starting with what is
     /// held. Nil when the session has ended.
-    func attach() -> (id: Int, frames: AsyncStream<JSON>, continuation: AsyncStream<JSON>.Continuation)? {
+    func attach() -> (id: Int, frames: AsyncStream<OutFrame>, continuation: AsyncStream<OutFrame>.Continuation)? {
         guard !hasEnded else { return nil }
         endTimer?.cancel()
         endTimer = nil
         nextTab += 1
         // A page that does not read loses the oldest frames first: every frame but a
         // receipt is a whole state, so the next one of its kind makes up for it.
-        let (frames, continuation) = AsyncStream<JSON>.makeStream(bufferingPolicy: .bufferingNewest(1024))
+        let (frames, continuation) = AsyncStream<OutFrame>.makeStream(bufferingPolicy: .bufferingNewest(1024))
         tabs[nextTab] = continuation
-        continuation.yield(PageJSON.hello(user: user))
+        continuation.yield(OutFrame(PageJSON.hello(user: user)))
         for kind in ["rooms", "presence", "conversations"] {
-            if let frame = latest[kind] { continuation.yield(frame) }
+            if let frame = latest[kind] { continuation.yield(OutFrame(frame)) }
+        }
+        for card in workouts.values.sorted(by: { $0.snapshot.startedAt < $1.snapshot.startedAt }) {
+            continuation.yield(OutFrame(PageJSON.workout(card.snapshot, heartRates: card.heartRates)))
         }
         return (nextTab, frames, continuation)
     }
@@ -131,7 +165,7 @@ public actor WebSession {
         for task in tasks { task.cancel() }
         tasks.removeAll()
         for continuation in tabs.values {
-            continuation.yield(PageJSON.signedOut)
+            continuation.yield(OutFrame(PageJSON.signedOut))
             continuation.finish()
         }
         tabs.removeAll()

@@ -18,6 +18,11 @@ import TandemCore
             == .edit(ref: "r7", room: "q", type: .create, sticker: "s1", image: "star", frame: Frame(x: 1, y: 2, width: 3, height: 4)))
         #expect(try PageFrame.decode(Array(#"{"type":"dm","ref":"a","op":"message","peer":"bob","text":"hi"}"#.utf8)).get()
             == .dm(ref: "a", type: .message, peer: "bob", text: "hi"))
+        #expect(try PageFrame.decode(Array(#"{"type":"history","peer":"bob","before":1700000000000}"#.utf8)).get()
+            == .history(peer: "bob", before: 1_700_000_000_000))
+        #expect(try PageFrame.decode(Array(#"{"type":"history","peer":"bob"}"#.utf8)).get() == .history(peer: "bob", before: nil))
+        #expect(try PageFrame.decode(Array(#"{"type":"member","ref":"m","room":"q","op":"role","member":"bob","role":"viewer"}"#.utf8)).get()
+            == .member(ref: "m", room: "q", type: .role, member: "bob", role: .viewer))
     }
 
     @Test(arguments: [
@@ -31,6 +36,10 @@ import TandemCore
         (#"{"type":"edit","ref":"r1","room":"q","op":"invite","sticker":"s1"}"#, "op must be"),
         (#"{"type":"edit","ref":"r1","room":"q","op":"explode","sticker":"s1"}"#, "op"),
         (#"{"type":"dm","ref":"r1","op":"message","peer":"bob"}"#, "text is required"),
+        (#"{"type":"history","peer":"bob","before":-5}"#, "before must be"),
+        (#"{"type":"history","peer":"bob","before":1.5}"#, "before must be an integer"),
+        (#"{"type":"history"}"#, "peer"),
+        (#"{"type":"member","ref":"m","room":"q","op":"role","member":"bob","role":"owner"}"#, "role must be"),
     ])
     func refusesMalformed(_ text: String, _ says: String) throws {
         let problem = try #require(refusal(text))
@@ -60,6 +69,24 @@ import TandemCore
         let problem = try #require(refusal(text))
         #expect(problem.code == .invalidFrame)
         #expect(problem.message.contains("4096"))
+    }
+}
+
+/// Only this server's pages (and clients that are no browser) may open a WebSocket on
+/// the cookie.
+@Suite struct OriginTests {
+    @Test(arguments: [
+        (nil, "127.0.0.1:8080", true),
+        ("http://127.0.0.1:8080", "127.0.0.1:8080", true),
+        ("https://tandem.example", "tandem.example", true),
+        ("ws://127.0.0.1", "127.0.0.1:8080", true),
+        ("http://evil.example", "127.0.0.1:8080", false),
+        ("http://127.0.0.1:9999", "127.0.0.1:8080", false),
+        ("null", "127.0.0.1:8080", false),
+        ("http://127.0.0.1:8080", nil, false),
+    ] as [(String?, String?, Bool)])
+    func sameOrigin(_ origin: String?, _ authority: String?, _ allowed: Bool) {
+        #expect(WebServer.sameOrigin(origin: origin, authority: authority) == allowed)
     }
 }
 

@@ -177,6 +177,23 @@ import TestSupport
                     try await outbound.close(.normalClosure, reason: nil)
                 }
                 #expect(codes.get() == ["invalid_frame", "invalid_frame", "unknown_type", "frame_too_large", "binary_frame"])
+
+                // /metrics counts them, on the coordinator's conventions.
+                let metrics = try await client.execute(uri: "/metrics", method: .get)
+                #expect(metrics.status == .ok)
+                #expect(metrics.headers[.contentType]?.hasPrefix("text/plain; version=0.0.4") == true)
+                let text = String(buffer: metrics.body)
+                for line in [
+                    #"tandem_web_frame_errors_total{code="invalid_frame"} 2"#,
+                    #"tandem_web_frame_errors_total{code="unknown_type"} 1"#,
+                    #"tandem_web_frame_errors_total{code="frame_too_large"} 1"#,
+                    #"tandem_web_frame_errors_total{code="binary_frame"} 1"#,
+                    #"tandem_web_frames_received_total{type="ping"} 1"#,
+                    #"tandem_web_sign_ins_total{result="ok"} 1"#,
+                    "tandem_web_sessions 1",
+                ] {
+                    #expect(text.contains(line), "no \(line) in /metrics")
+                }
             }
         }
     }
@@ -214,7 +231,7 @@ import TestSupport
         try await withBroker(.shipped) { broker in
             let watcher = try await TestPeer.connect(broker: broker, user: "carol", extraFilters: ["tandem/v1/presence/+/+"])
             defer { Task { await watcher.close() } }
-            let (app, store) = Self.app(broker: broker, tabGrace: .milliseconds(300))
+            let (app, store) = Self.app(broker: broker, tabGrace: .seconds(2))
             try await app.test(.live) { client in
                 let cookie = try await Self.signIn(client, "bob")
                 try await client.ws("/ws", configuration: .init(additionalHeaders: [.cookie: cookie])) { inbound, outbound, _ in

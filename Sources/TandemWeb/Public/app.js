@@ -15,6 +15,11 @@ const state = {
   rooms: [], online: [], room: null, roomFrame: null, selected: null,
   drag: null,                                  // {sticker, mode, start, frame, sent, timer}
   conversations: [], chat: null,
+  older: new Map(),                            // peer -> older messages from history frames (oldest first)
+  noOlder: new Set(),                          // peers whose history has nothing older
+  askedOlder: new Set(),                       // peers with a history frame on its way
+  readAsked: new Map(),                        // peer -> unread count a read was sent for
+  workouts: new Map(),                         // workoutId -> {workout, heartRates}
 };
 
 // ---- Colours: one per user, the same on every page -------------------------------
@@ -118,10 +123,16 @@ function receive(frame) {
     case "presence": state.online = frame.online; drawPresence(); if (state.roomFrame) drawBoard(); break;
     case "room": if (frame.room === state.room) { state.roomFrame = frame; drawBoard(); } break;
     case "roomClosed":
-      if (frame.room === state.room) { state.roomFrame = null; state.room = null; drawBoard(); toast(frame.message); }
+      if (frame.room === state.room) {
+        state.roomFrame = null; state.room = null; state.drag = null; drawBoard();
+        $("room-notice").textContent = `${frame.message}: ${frame.room}`;
+        $("room-notice").hidden = false;
+      }
       break;
     case "receipt": settle(frame); break;
     case "conversations": state.conversations = frame.conversations; drawChats(); break;
+    case "history": takeHistory(frame); break;
+    case "workout": state.workouts.set(frame.workout.workoutId, frame); drawWorkouts(); break;
     case "error": toast(`${frame.code}: ${frame.message}`); break;
     case "signedOut": state.socket = null; showSignIn(); break;
   }
@@ -182,6 +193,7 @@ function openRoom(room, photo) {
   state.roomFrame = null;
   state.selected = null;
   state.pendingPhoto = photo || null;
+  $("room-notice").hidden = true;
   send({ type: "watch", room });
   drawBoard();
   drawRoomList();
@@ -229,6 +241,13 @@ function drawMembers(frame) {
     span.style.color = colour(m.userId);
     span.textContent = `${m.userId} (${m.role})`;
     if (owner && m.userId !== state.user) {
+      const role = document.createElement("select");
+      role.title = `${m.userId}'s role`;
+      role.dataset.member = m.userId;
+      for (const r of ["editor", "viewer"]) role.add(new Option(r, r, false, r === m.role));
+      role.addEventListener("change", () =>
+        sendWithRef({ type: "member", room: state.room, op: "role", member: m.userId, role: role.value }, { label: `make ${m.userId} ${role.value}` }));
+      span.append(role);
       const remove = document.createElement("button");
       remove.textContent = "×";
       remove.title = `remove ${m.userId}`;
@@ -397,8 +416,7 @@ $("board").addEventListener("keydown", (event) => {
 for (const button of document.querySelectorAll(".tabs button")) {
   button.addEventListener("click", () => {
     for (const other of document.querySelectorAll(".tabs button")) other.classList.toggle("active", other === button);
-    $("view-rooms").hidden = button.dataset.view !== "rooms";
-    $("view-chats").hidden = button.dataset.view !== "chats";
+    for (const view of ["rooms", "chats", "workouts"]) $(`view-${view}`).hidden = button.dataset.view !== view;
     if (button.dataset.view === "chats") drawChats();
   });
 }
@@ -425,9 +443,17 @@ function drawChats() {
   drawChat();
 }
 
+/// The messages shown for `c`: older pages from history frames, then the latest ones the
+/// conversation frame carries (a message in both is shown once, as the latest says).
+function messagesOf(c) {
+  const latest = new Map(c.messages.map((m) => [m.id, m]));
+  const older = (state.older.get(c.peer) || []).filter((m) => !latest.has(m.id));
+  return [...older, ...c.messages];
+}
+
 function drawChat() {
   const c = state.conversations.find((x) => x.peer === state.chat);
-  $("chat-title").textContent = c ? `${c.peer} (${c.status})` : "No conversation open";
+  $("chat-title").textContent = c ? `${c.peer} (${c.status})` : (state.chat ? `${state.chat} (asked)` : "No conversation open");
   const actions = $("chat-actions");
   actions.replaceChildren();
   if (c && c.status === "received") {
@@ -439,19 +465,126 @@ function drawChat() {
     }
   }
   $("send-message").hidden = !c || c.status !== "active";
-  $("messages").replaceChildren(...(c ? c.messages : []).map((m) => {
+  const list = $("messages");
+  const atBottom = list.scrollHeight - list.scrollTop - list.clientHeight < 8;
+  const messages = c ? messagesOf(c) : [];
+  const items = messages.map((m) => {
     const li = document.createElement("li");
+    li.dataset.id = m.id;
     li.classList.toggle("mine", m.sender === state.user);
     const meta = document.createElement("div");
     meta.className = "meta";
-    meta.textContent = `${m.sender} · ${new Date(m.sentAt).toLocaleTimeString()}${m.sender === state.user && m.isRead ? " · read" : ""}`;
+    const mark = m.sender === state.user ? (m.isRead ? " · ✓✓ read" : " · ✓ sent") : "";
+    meta.textContent = `${m.sender} · ${new Date(m.sentAt).toLocaleTimeString()}${mark}`;
     li.append(meta, m.text);
     return li;
-  }));
-  // Shown on screen: read.
-  if (c && c.unread > 0 && !$("view-chats").hidden && c.status === "active") {
+  });
+  if (c && (c.hasOlder || state.older.has(c.peer))) {
+    const marker = document.createElement("li");
+    marker.className = "older-marker";
+    marker.textContent = state.noOlder.has(c.peer) ? "the start of the conversation" : "scroll up for older messages";
+    items.unshift(marker);
+  }
+  list.replaceChildren(...items);
+  if (atBottom || !list.dataset.peer || list.dataset.peer !== (c && c.peer)) list.scrollTop = list.scrollHeight;
+  list.dataset.peer = c ? c.peer : "";
+  // Shown on screen: read (once per unread count: the next frame says it is done).
+  if (c && c.unread > 0 && !$("view-chats").hidden && c.status === "active" && state.readAsked.get(c.peer) !== c.unread) {
+    state.readAsked.set(c.peer, c.unread);
     sendWithRef({ type: "dm", op: "read", peer: c.peer }, { label: "read" });
   }
+}
+
+// Older history on scroll: at the top, the page before the oldest message shown.
+$("messages").addEventListener("scroll", () => {
+  const c = state.conversations.find((x) => x.peer === state.chat);
+  if (!c || $("messages").scrollTop > 4) return;
+  askOlder(c);
+});
+
+function askOlder(c) {
+  if (state.noOlder.has(c.peer) || state.askedOlder.has(c.peer)) return;
+  if (!c.hasOlder && !state.older.has(c.peer)) return;
+  const oldest = messagesOf(c)[0];
+  state.askedOlder.add(c.peer);
+  send({ type: "history", peer: c.peer, ...(oldest ? { before: oldest.sentAt } : {}) });
+}
+
+function takeHistory(frame) {
+  state.askedOlder.delete(frame.peer);
+  const list = $("messages");
+  const before = list.scrollHeight;
+  const held = state.older.get(frame.peer) || [];
+  const known = new Set(held.map((m) => m.id));
+  state.older.set(frame.peer, [...frame.messages.filter((m) => !known.has(m.id)), ...held]);
+  if (!frame.hasMore) state.noOlder.add(frame.peer);
+  if (frame.peer !== state.chat) return;
+  drawChat();
+  list.scrollTop += list.scrollHeight - before;   // the message read stays where it was
+}
+
+// ---- Workouts: a live card each, from the snapshots ---------------------------------
+function clock(seconds) {
+  const s = Math.max(0, Math.round(seconds || 0));
+  const h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60), r = s % 60;
+  return `${h ? `${h}:` : ""}${String(m).padStart(h ? 2 : 1, "0")}:${String(r).padStart(2, "0")}`;
+}
+
+function pace(secondsPerKm) {
+  return secondsPerKm && isFinite(secondsPerKm) && secondsPerKm > 0 ? `${clock(secondsPerKm)} /km` : "–";
+}
+
+function drawWorkouts() {
+  const cards = [...state.workouts.values()].sort((a, b) => b.workout.startedAt - a.workout.startedAt);
+  $("no-workouts").hidden = cards.length > 0;
+  for (const old of document.querySelectorAll(".workout")) old.remove();
+  for (const { workout: w, heartRates } of cards) {
+    const card = document.createElement("article");
+    card.className = "workout";
+    card.dataset.id = w.workoutId;
+    const flight = w.flight || {}, health = w.health || {};
+    const distance = w.summary ? w.summary.distance : flight.distance;
+    const rows = [
+      ["status", w.status], ["origin", `${w.origin} (${w.mode})`], ["elapsed", clock(w.elapsedTime)],
+      ["distance", distance != null ? `${(distance / 1000).toFixed(2)} km` : "–"],
+      ["pace", pace(w.summary ? w.summary.averagePace : flight.pace)],
+      ["heart rate", health.heartRate != null ? `${Math.round(health.heartRate)} bpm` : "–"],
+    ];
+    const title = document.createElement("h3");
+    title.append(w.workoutId);
+    const badge = document.createElement("span");
+    badge.className = `status ${w.status}`;
+    badge.textContent = w.status;
+    title.append(badge);
+    const dl = document.createElement("dl");
+    for (const [name, value] of rows) {
+      const dt = document.createElement("dt"), dd = document.createElement("dd");
+      dt.textContent = name;
+      dd.textContent = value;
+      dd.dataset.field = name.replace(" ", "-");
+      dl.append(dt, dd);
+    }
+    card.append(title, dl, heartLine(heartRates));
+    $("workout-cards").append(card);
+  }
+}
+
+/// The heart rates as a line, scaled to their own range.
+function heartLine(points) {
+  const ns = "http://www.w3.org/2000/svg";
+  const svg = document.createElementNS(ns, "svg");
+  svg.setAttribute("viewBox", "0 0 300 60");
+  svg.setAttribute("preserveAspectRatio", "none");
+  svg.setAttribute("aria-label", `heart rate: ${points.length} samples`);
+  if (points.length >= 2) {
+    const t0 = points[0][0], t1 = points[points.length - 1][0];
+    const lo = Math.min(...points.map((p) => p[1])) - 5, hi = Math.max(...points.map((p) => p[1])) + 5;
+    const line = document.createElementNS(ns, "polyline");
+    line.setAttribute("points", points.map(([t, v]) =>
+      `${(((t - t0) / Math.max(1, t1 - t0)) * 300).toFixed(1)},${(60 - ((v - lo) / (hi - lo)) * 60).toFixed(1)}`).join(" "));
+    svg.append(line);
+  }
+  return svg;
 }
 
 $("new-chat").addEventListener("submit", (event) => {
