@@ -58,6 +58,7 @@ class System:
     """scripts/run on free ports: broker, coordinator and tandem-web."""
 
     def __init__(self, bin_dir):
+        self.bin_dir = bin_dir
         self.data = tempfile.mkdtemp(prefix="tandem-browser-")
         self.mqtt_port, self.http_port = free_port(), free_port()
         env = dict(os.environ,
@@ -103,6 +104,8 @@ def sticker_box(page, sticker_id):
 
 
 def run(system):
+    # Waited for, never timed: a busy machine only makes the run slower.
+    expect.set_options(timeout=20_000)
     room = "board-" + "".join(random.choices(string.ascii_lowercase, k=6))
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
@@ -225,6 +228,154 @@ def run(system):
             expect(bob.locator(f'.sticker[data-id="{sid}"] .lock')).to_have_count(0)
             shot(alice, "09-alice-let-go")
         check("alice lets go: the lock goes on bob's page", release)
+
+        def resize_with_the_handle():
+            sid = state["id"]
+            before = sticker_box(bob, sid)
+            handle = alice.locator(f'.sticker[data-id="{sid}"] .handle').bounding_box()
+            hx, hy = handle["x"] + handle["width"] / 2, handle["y"] + handle["height"] / 2
+            alice.mouse.move(hx, hy)
+            alice.mouse.down()
+            alice.mouse.move(hx + 60, hy + 40, steps=6)
+            alice.mouse.up()
+            bob.wait_for_function(
+                f"""() => {{ const el = document.querySelector('.sticker[data-id="{sid}"]');
+                    return el && el.getBoundingClientRect().width > {before['width']} + 30; }}""")
+            expect(bob.locator(f'.sticker[data-id="{sid}"] .lock')).to_have_count(0)
+            shot(bob, "10-bob-sees-it-resized")
+        check("alice resizes with the handle: bob sees it bigger", resize_with_the_handle)
+
+        def arrow_keys_move():
+            sid = state["id"]
+            before = sticker_box(bob, sid)
+            box = sticker_box(alice, sid)
+            alice.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+            expect(alice.locator(f'.sticker[data-id="{sid}"].selected')).to_have_count(1)
+            expect(bob.locator(f'.sticker[data-id="{sid}"] .lock')).to_have_count(0)
+            for _ in range(4):
+                alice.keyboard.press("ArrowRight")
+            alice.keyboard.press("ArrowDown")
+            bob.wait_for_function(
+                f"""() => {{ const el = document.querySelector('.sticker[data-id="{sid}"]');
+                    return el && el.getBoundingClientRect().x > {before['x']} + 20; }}""")
+            expect(bob.locator(f'.sticker[data-id="{sid}"] .lock')).to_have_count(0)
+            shot(alice, "11-alice-moved-it-with-the-arrow-keys")
+        check("the arrow keys move the selected sticker", arrow_keys_move)
+
+        def delete_key_removes():
+            alice.click("#palette button[data-sticker=heart]")
+            heart = alice.locator('.sticker:has(img[alt=heart])')
+            expect(heart).to_have_count(1)
+            hid = heart.get_attribute("data-id")
+            expect(bob.locator(f'.sticker[data-id="{hid}"]')).to_be_visible()
+            expect(bob.locator(f'.sticker[data-id="{hid}"] .lock')).to_have_count(0)
+            box = sticker_box(alice, hid)
+            alice.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+            expect(bob.locator(f'.sticker[data-id="{hid}"] .lock')).to_have_count(0)
+            alice.keyboard.press("Delete")
+            expect(bob.locator(f'.sticker[data-id="{hid}"]')).to_have_count(0)
+            expect(alice.locator(f'.sticker[data-id="{hid}"]')).to_have_count(0)
+        check("Delete removes the selected sticker, on both pages", delete_key_removes)
+
+        def owner_changes_a_role():
+            alice.select_option('#room-members select[data-member=bob]', "viewer")
+            expect(bob.locator("#room-members")).to_contain_text("bob (viewer)")
+            bob.click("#palette button[data-sticker=sun]")
+            expect(bob.locator("#toast")).to_contain_text("add sun")
+            expect(bob.locator(".sticker:has(img[alt=sun])")).to_have_count(0)
+            shot(bob, "12-bob-a-viewer-cannot-add")
+            alice.select_option('#room-members select[data-member=bob]', "editor")
+            expect(bob.locator("#room-members")).to_contain_text("bob (editor)")
+        check("the owner makes bob a viewer (his edit is refused), then an editor again", owner_changes_a_role)
+
+        def chat_request_accept_messages_read_marks():
+            alice.click(".tabs button[data-view=chats]")
+            alice.fill("#new-chat input[name=peer]", "bob")
+            alice.click("#new-chat button[type=submit]")
+            expect(alice.locator("#chat-list")).to_contain_text("bob · pending")
+            bob.click(".tabs button[data-view=chats]")
+            expect(bob.locator("#chat-list")).to_contain_text("alice · received")
+            bob.click("#chat-list li:has-text('alice')")
+            shot(bob, "13-bob-has-a-chat-request")
+            bob.click("#chat-actions button:has-text('Accept')")
+            expect(bob.locator("#chat-title")).to_contain_text("alice (active)")
+            expect(alice.locator("#chat-title")).to_contain_text("bob (active)")
+            # bob looks at the board: alice's message is unread there.
+            bob.click(".tabs button[data-view=rooms]")
+            alice.fill("#send-message input[name=text]", "hello bob, nice beach")
+            alice.click("#send-message button[type=submit]")
+            expect(bob.locator("#unread-total")).to_have_text("1")
+            shot(bob, "14-bob-has-one-unread")
+            expect(alice.locator("#messages li.mine").last).to_contain_text("✓ sent")
+            bob.click(".tabs button[data-view=chats]")
+            expect(bob.locator("#messages")).to_contain_text("hello bob, nice beach")
+            expect(bob.locator("#unread-total")).to_be_hidden()
+            expect(alice.locator("#messages li.mine").last).to_contain_text("✓✓ read")
+            bob.fill("#send-message input[name=text]", "hi alice! on my way")
+            bob.click("#send-message button[type=submit]")
+            expect(alice.locator("#messages")).to_contain_text("hi alice! on my way")
+            expect(bob.locator("#messages li.mine").last).to_contain_text("✓✓ read")
+            shot(alice, "15-alice-chat-read-marks")
+            shot(bob, "16-bob-chat-read-marks")
+        check("a chat: request, accept, messages both ways, unread count, read marks", chat_request_accept_messages_read_marks)
+
+        def older_history_on_scroll():
+            # 60 more messages from alice: bob's page shows the latest 50, the first ones
+            # come from the coordinator's history when he scrolls up.
+            alice.evaluate("""() => { for (let i = 1; i <= 60; i++)
+                sendWithRef({ type: "dm", op: "message", peer: "bob", text: `message ${i} of 60` }, { label: "message" }); }""")
+            expect(bob.locator("#messages")).to_contain_text("message 60 of 60")
+            expect(bob.locator("#messages")).not_to_contain_text("hello bob, nice beach")
+            bob.locator("#messages").evaluate("(list) => { list.scrollTop = 0; list.dispatchEvent(new Event('scroll')); }")
+            expect(bob.locator("#messages")).to_contain_text("hello bob, nice beach")
+            expect(bob.locator("#messages")).to_contain_text("message 1 of 60")
+            bob.locator("#messages").evaluate("(list) => { list.scrollTop = 0; list.dispatchEvent(new Event('scroll')); }")
+            expect(bob.locator("#messages .older-marker")).to_contain_text("the start of the conversation")
+            shot(bob, "17-bob-scrolled-to-older-history")
+        check("older history loads on scroll", older_history_on_scroll)
+
+        def workout_card():
+            workout = "run-" + "".join(random.choices(string.ascii_lowercase, k=5))
+            password = os.path.join(system.data, "alice.password")
+            with open(password, "w") as f:
+                f.write("alice-demo\n")
+            agent = subprocess.Popen(
+                [os.path.join(system.bin_dir, "tandem-agent"), "workout", "--host", "127.0.0.1", "--port", str(system.mqtt_port),
+                 "--username", "alice", "--password-file", password, "--device", "watch", "--start-origin", "local",
+                 "--workout", workout, "--duration", "12", "--flight-interval", "1"],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            try:
+                alice.click(".tabs button[data-view=workouts]")
+                card = alice.locator(f'.workout[data-id="{workout}"]')
+                expect(card.locator(".status")).to_have_text("running")
+                expect(card.locator("dd[data-field=origin]")).to_contain_text("watch")
+                expect(card.locator("dd[data-field=heart-rate]")).to_contain_text("bpm")
+                expect(card.locator("dd[data-field=distance]")).to_contain_text("km")
+                expect(card.locator("dd[data-field=pace]")).to_contain_text("/km")
+                alice.wait_for_function(
+                    f"""() => {{ const line = document.querySelector('.workout[data-id="{workout}"] polyline');
+                        return line && line.getAttribute('points').split(' ').length >= 3; }}""")
+                shot(alice, "18-alice-workout-live")
+                expect(card.locator(".status")).to_have_text("finished", timeout=60_000)
+                shot(alice, "19-alice-workout-finished")
+                assert agent.wait(timeout=60) == 0, f"tandem-agent workout exited {agent.returncode}"
+            finally:
+                if agent.poll() is None:
+                    agent.kill()
+                    agent.wait()
+        check("a workout driven by tandem-agent shows live on the page", workout_card)
+
+        def removed_member_loses_the_board():
+            alice.click(".tabs button[data-view=rooms]")
+            bob.click(".tabs button[data-view=rooms]")
+            expect(bob.locator(".sticker")).not_to_have_count(0)
+            alice.click("#room-members button[title='remove bob']")
+            expect(bob.locator("#room-notice")).to_contain_text("no longer a member")
+            expect(bob.locator(".sticker")).to_have_count(0)
+            expect(bob.locator("#room-list")).not_to_contain_text(room)
+            expect(alice.locator("#room-members")).not_to_contain_text("bob")
+            shot(bob, "20-bob-removed-from-the-room")
+        check("the owner removes bob: his board goes away, with a notice", removed_member_loses_the_board)
 
         def sign_out_ends_session():
             bob.click("#sign-out")

@@ -402,7 +402,11 @@ $("board").addEventListener("keydown", (event) => {
   if (steps[event.key]) {
     event.preventDefault();
     const [dx, dy] = steps[event.key];
-    const frame = { ...sticker.frame, x: sticker.frame.x + dx, y: sticker.frame.y + dy };
+    // Presses quicker than the room's frames build on the last one sent.
+    const last = state.keyMove && state.keyMove.sticker === sticker.id && Date.now() - state.keyMove.at < 1500 ? state.keyMove.frame : null;
+    const base = last || sticker.frame;
+    const frame = { ...base, x: base.x + dx, y: base.y + dy };
+    state.keyMove = { sticker: sticker.id, frame, at: Date.now() };
     sendWithRef({ type: "edit", room: state.room, op: "update", sticker: sticker.id, frame }, { label: "move", sticker: sticker.id });
     sendWithRef({ type: "edit", room: state.room, op: "release", sticker: sticker.id }, { label: "let go", sticker: sticker.id });
   } else if (event.key === "Delete" || event.key === "Backspace") {
@@ -507,7 +511,9 @@ function askOlder(c) {
   if (!c.hasOlder && !state.older.has(c.peer)) return;
   const oldest = messagesOf(c)[0];
   state.askedOlder.add(c.peer);
-  send({ type: "history", peer: c.peer, ...(oldest ? { before: oldest.sentAt } : {}) });
+  // Up to and including the oldest one's millisecond: messages sent in the same one are
+  // not skipped (the page drops the ones it holds).
+  send({ type: "history", peer: c.peer, ...(oldest ? { before: oldest.sentAt + 1 } : {}) });
 }
 
 function takeHistory(frame) {
