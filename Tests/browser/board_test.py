@@ -92,6 +92,25 @@ class System:
                 self.process.wait()
 
 
+def side_by_side(browser, names, out):
+    """Two screenshots of this run next to each other, captioned, as one PNG (the README's
+    picture of two people on one board)."""
+    import base64
+    cells = ""
+    for caption, name in names:
+        with open(os.path.join(SHOTS, f"{name}.png"), "rb") as f:
+            data = base64.b64encode(f.read()).decode()
+        cells += (f'<figure><figcaption>{caption}</figcaption>'
+                  f'<img src="data:image/png;base64,{data}"></figure>')
+    page = browser.new_page(viewport={"width": 1640, "height": 620})
+    page.set_content(
+        "<style>body{margin:0;background:#e5e7eb;font:15px system-ui,sans-serif;display:flex;gap:16px;padding:16px}"
+        "figure{margin:0;flex:1}figcaption{font-weight:600;margin-bottom:6px}"
+        "img{width:100%;border-radius:8px;box-shadow:0 2px 8px #0003}</style>" + cells)
+    page.screenshot(path=os.path.join(SHOTS, f"{out}.png"), full_page=True)
+    page.close()
+
+
 def sign_in(page, url, user, password):
     page.goto(url)
     page.fill("#sign-in-form input[name=username]", user)
@@ -193,6 +212,9 @@ def run(system):
                     return el && Math.abs(el.getBoundingClientRect().x - {before['x']}) > 50; }}""")
             shot(bob, "05-bob-sees-alice-holding-it")
             shot(alice, "06-alice-dragging")
+            side_by_side(browser, [("alice drags the star", "06-alice-dragging"),
+                                   ("bob sees it move, held by alice", "05-bob-sees-alice-holding-it")],
+                         "two-users-on-one-board")
             state["held"] = (x, y)
         check("alice drags: bob sees the lock badge and the sticker moving", drag_shows_lock)
 
@@ -286,6 +308,7 @@ def run(system):
             shot(bob, "12-bob-a-viewer-cannot-add")
             alice.select_option('#room-members select[data-member=bob]', "editor")
             expect(bob.locator("#room-members")).to_contain_text("bob (editor)")
+            expect(bob.locator("#toast")).to_be_hidden()
         check("the owner makes bob a viewer (his edit is refused), then an editor again", owner_changes_a_role)
 
         def chat_request_accept_messages_read_marks():
@@ -317,6 +340,8 @@ def run(system):
             expect(bob.locator("#messages li.mine").last).to_contain_text("✓✓ read")
             shot(alice, "15-alice-chat-read-marks")
             shot(bob, "16-bob-chat-read-marks")
+            side_by_side(browser, [("alice", "15-alice-chat-read-marks"), ("bob", "16-bob-chat-read-marks")],
+                         "two-users-chatting")
         check("a chat: request, accept, messages both ways, unread count, read marks", chat_request_accept_messages_read_marks)
 
         def older_history_on_scroll():
