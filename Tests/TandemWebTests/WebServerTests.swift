@@ -16,9 +16,12 @@ import TestSupport
     static let logger = Logger(label: "tandem.web.test")
 
     /// The app on a free port over `broker` (no broker: one nobody listens on).
-    static func app(broker: MosquittoBroker?, tabGrace: Duration = .seconds(5)) -> (some ApplicationProtocol, SessionStore) {
+    static func app(
+        broker: MosquittoBroker?, tabGrace: Duration = .seconds(5), framesPerSecond: Double = 50, frameBurst: Double = 100
+    ) -> (some ApplicationProtocol, SessionStore) {
         let settings = WebSettings(
-            brokerHost: "127.0.0.1", brokerPort: broker?.port ?? 1, tabGrace: tabGrace, connectTimeout: .seconds(3))
+            brokerHost: "127.0.0.1", brokerPort: broker?.port ?? 1, tabGrace: tabGrace, framesPerSecond: framesPerSecond,
+            frameBurst: frameBurst, connectTimeout: .seconds(3))
         let store = SessionStore(settings: settings, logger: logger)
         return (WebServer.application(store: store, host: "127.0.0.1", port: 0, logger: logger), store)
     }
@@ -194,6 +197,30 @@ import TestSupport
                 ] {
                     #expect(text.contains(line), "no \(line) in /metrics")
                 }
+            }
+        }
+    }
+
+    @Test func aSessionSendingTooFastIsSlowedNotDropped() async throws {
+        try await withBroker(.shipped) { broker in
+            // Two frames a second, one at once: of 6 pings sent together, 5 wait their turn
+            // (each is read only after the one before it has waited).
+            let (app, store) = Self.app(broker: broker, framesPerSecond: 2, frameBurst: 1)
+            try await app.test(.live) { client in
+                let cookie = try await Self.signIn(client, "alice")
+                let pongs = LockedBox(0)
+                try await client.ws("/ws", configuration: .init(additionalHeaders: [.cookie: cookie])) { inbound, outbound, _ in
+                    for _ in 0..<6 { try await outbound.write(.text(#"{"type":"ping"}"#)) }
+                    for try await message in inbound.messages(maxSize: 1 << 20) {
+                        guard case .text(let text) = message, text.contains(#""pong""#) else { continue }
+                        pongs.update { $0 += 1 }
+                        if pongs.get() == 6 { break }
+                    }
+                    try await outbound.close(.normalClosure, reason: nil)
+                }
+                #expect(pongs.get() == 6)
+                let text = store.metrics.registry.emitToString()
+                #expect(text.contains("tandem_web_frames_paced_total 5"), "\(text)")
             }
         }
     }
