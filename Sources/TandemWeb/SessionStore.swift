@@ -86,9 +86,14 @@ public actor SessionStore: Service {
             try await session.start(timeout: settings.connectTimeout) { [weak self] ended in
                 await self?.forget(ended)
             }
-        } catch TandemClientError.connectFailed(let reason) {
+        } catch TandemClientError.connectFailed(let reason) where Self.refusedCredentials(reason) {
             logger.info("sign-in of \(username) refused: \(reason)")
             throw .refused(reason)
+        } catch TandemClientError.connectFailed(let reason) {
+            // Not the account: this server could not open the MQTT session (a TLS
+            // failure, a socket libmosquitto will not take). Not "wrong password".
+            logger.error("sign-in of \(username) failed: \(reason)")
+            throw .unreachable("the MQTT session could not be opened: \(reason)")
         } catch TandemClientError.unreachable(let problem, _) {
             throw .unreachable("the broker at \(settings.brokerHost):\(settings.brokerPort) is not reachable\(problem.map { ": \($0)" } ?? "")")
         } catch {
@@ -134,6 +139,12 @@ public actor SessionStore: Service {
     public func run() async throws {
         try? await gracefulShutdown()
         await endAll()
+    }
+
+    /// Whether a connect failure is the broker turning the account away (TandemMQTT's
+    /// words for CONNACK 0x86, 0x87, 0x8C) rather than anything else that ends it.
+    static func refusedCredentials(_ reason: String) -> Bool {
+        reason.contains("refused the credentials") || reason.contains("refused a connection without credentials")
     }
 
     /// 32 random bytes in hex: the system generator is a cryptographic one

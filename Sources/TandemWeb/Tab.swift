@@ -16,6 +16,9 @@ actor Tab {
     /// The page's `ref` of each event or command this tab sent, by its id.
     private var refs: [String: String] = [:]
     private var watchedRoom: String?
+    /// The watched room's latest state not yet written, and when the oldest change it
+    /// holds was taken from the client (one ``OutFrame/latestRoom`` is queued for it).
+    private var pendingRoom: (replica: RoomReplica, takenAt: ContinuousClock.Instant)?
     private var roomTask: Task<Void, Never>?
     private var receiptTask: Task<Void, Never>?
 
@@ -46,9 +49,15 @@ actor Tab {
                     // Ends when the session ends (its last frame says signedOut): then
                     // the socket is closed, which ends the reading too.
                     for await frame in frames {
-                        try await outbound.write(.text(frame.json.text))
+                        if let json = frame.json {
+                            try await outbound.write(.text(json.text))
+                        } else if let (json, takenAt) = await tab.takeRoom() {
+                            try await outbound.write(.text(json.text))
+                            metrics.updateToFrame.record(ContinuousClock.now - takenAt)
+                        } else {
+                            continue
+                        }
                         metrics.sent.increment()
-                        if let takenAt = frame.takenAt { metrics.updateToFrame.record(ContinuousClock.now - takenAt) }
                     }
                     try? await outbound.close(.normalClosure, reason: "signed out")
                 }
@@ -142,8 +151,15 @@ actor Tab {
         }
     }
 
-    private func send(_ frame: JSON, takenAt: ContinuousClock.Instant? = nil) {
-        continuation.yield(OutFrame(frame, takenAt: takenAt))
+    private func send(_ frame: JSON) {
+        continuation.yield(OutFrame(frame))
+    }
+
+    /// The watched room's latest state, as a frame, for the socket to write now.
+    func takeRoom() -> (JSON, ContinuousClock.Instant)? {
+        guard let pending = pendingRoom else { return nil }
+        pendingRoom = nil
+        return (PageJSON.room(pending.replica), pending.takenAt)
     }
 
     private func refuse(_ problem: PageFrame.Problem) {
@@ -158,6 +174,7 @@ actor Tab {
         }
         roomTask?.cancel()
         watchedRoom = room
+        pendingRoom = nil
         let updates: AsyncStream<RoomUpdate>
         do {
             updates = try await session.client.roomUpdates(room)
@@ -177,11 +194,18 @@ actor Tab {
     private func forward(_ update: RoomUpdate, of room: String, takenAt: ContinuousClock.Instant) {
         guard room == watchedRoom else { return }
         if case .noLongerMember = update.cause {
+            pendingRoom = nil
             send(PageJSON.roomClosed(room))
             watchedRoom = nil
             return
         }
-        send(PageJSON.room(update.replica), takenAt: takenAt)
+        // Coalesced: one frame queued at a time, carrying the room as it is when written.
+        if let pending = pendingRoom {
+            pendingRoom = (update.replica, pending.takenAt)
+        } else {
+            pendingRoom = (update.replica, takenAt)
+            continuation.yield(.latestRoom)
+        }
     }
 
     private func followReceipts() async {

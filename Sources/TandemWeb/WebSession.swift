@@ -1,16 +1,22 @@
 import Logging
 import TandemClient
 
-/// A frame on its way to a page, with the time its cause was taken from the client
-/// (a room update: what ``WebMetrics`` measures to the socket).
+/// A frame on its way to a page, or the sign that the tab's watched room changed: that
+/// one is built when the socket takes it, from the room as it is then (``Tab``), so a
+/// page that reads slower than the room changes gets the latest room, not every one.
 struct OutFrame: Sendable {
-    let json: JSON
-    let takenAt: ContinuousClock.Instant?
+    let json: JSON?
 
-    init(_ json: JSON, takenAt: ContinuousClock.Instant? = nil) {
+    init(_ json: JSON) {
         self.json = json
-        self.takenAt = takenAt
     }
+
+    private init() {
+        json = nil
+    }
+
+    /// The watched room changed: its latest state goes out next.
+    static let latestRoom = OutFrame()
 }
 
 /// One signed-in person: their own ``TandemClient`` on their own broker account (so the

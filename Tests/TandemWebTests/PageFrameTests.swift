@@ -90,6 +90,19 @@ import TandemCore
     }
 }
 
+/// "Wrong username or password" only when the broker turned the account away.
+@Suite struct SignInFailureTests {
+    @Test(arguments: [
+        ("the broker at 127.0.0.1:1883 refused the credentials of user 'alice' (Bad user name or password): check the username and password", true),
+        ("the broker at 127.0.0.1:1883 refused a connection without credentials (Not authorized): give a username and a password", true),
+        ("127.0.0.1:1883 took the connection and closed it without an MQTT answer (is that port an MQTT broker? a TLS listener needs --tls-ca-file)", false),
+        ("the broker at 127.0.0.1:1883 refused the connection: Server unavailable", false),
+    ])
+    func refusedCredentials(_ reason: String, _ refused: Bool) {
+        #expect(SessionStore.refusedCredentials(reason) == refused)
+    }
+}
+
 /// A session that sends too fast waits; nothing is dropped.
 @Suite struct PacerTests {
     @Test func burstGoesAtOnceThenFramesWait() {

@@ -90,6 +90,12 @@ class System:
             except subprocess.TimeoutExpired:
                 os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait()
+        # The broker runs in a session of its own (scripts/run stops it last): if
+        # scripts/run was killed before it could, nothing of this run is left behind.
+        leftover = subprocess.run(["pgrep", "-f", "--", os.path.join(self.data, "mosquitto.conf")],
+                                  capture_output=True, text=True).stdout.split()
+        for pid in leftover:
+            os.kill(int(pid), signal.SIGKILL)
 
 
 def side_by_side(browser, names, out):
