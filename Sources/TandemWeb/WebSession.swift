@@ -153,6 +153,9 @@ public actor WebSession {
     private func endIfIdle() async {
         guard tabs.isEmpty, !hasEnded else { return }
         logger.info("\(user): no tab open for \(tabGrace); ending the session")
+        // This runs in the timer's own task: end() must not cancel it (its MQTT session
+        // would close without saying offline).
+        endTimer = nil
         await end()
     }
 
@@ -175,7 +178,10 @@ public actor WebSession {
             continuation.finish()
         }
         tabs.removeAll()
-        await client.close()
+        // Not cancelled with whoever ended it (a sign-out whose browser went away): the
+        // offline presence is published before the MQTT session closes.
+        let client = client
+        await Task { await client.close() }.value
         await onEnd?(self)
         onEnd = nil
     }

@@ -275,6 +275,22 @@ import TestSupport
         }
     }
 
+    @Test func aSessionWithoutATabEndsAndSaysOffline() async throws {
+        try await withBroker(.shipped) { broker in
+            let watcher = try await TestPeer.connect(broker: broker, user: "carol", extraFilters: ["tandem/v1/presence/+/+"])
+            defer { Task { await watcher.close() } }
+            // The grace runs out in the session's own timer: its end must still say offline.
+            let (app, store) = Self.app(broker: broker, tabGrace: .milliseconds(300))
+            try await app.test(.live) { client in
+                let cookie = try await Self.signIn(client, "bob")
+                try await Self.presence(of: "bob", online: false, heardBy: watcher)
+                let after = try await client.execute(uri: "/api/session", method: .get, headers: [.cookie: cookie])
+                #expect(after.status == .unauthorized)
+                #expect(await store.count == 0)
+            }
+        }
+    }
+
     /// Waits until `watcher` heard a presence of `user`'s web client saying `online`.
     static func presence(of user: String, online: Bool, heardBy watcher: TestPeer) async throws {
         let prefix = "tandem/v1/presence/\(user)/web-"
