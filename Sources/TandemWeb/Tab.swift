@@ -152,7 +152,7 @@ actor Tab {
     }
 
     private func send(_ frame: JSON) {
-        continuation.yield(OutFrame(frame))
+        continuation.push(OutFrame(frame))
     }
 
     /// The watched room's latest state, as a frame, for the socket to write now.
@@ -204,7 +204,7 @@ actor Tab {
             pendingRoom = (update.replica, pending.takenAt)
         } else {
             pendingRoom = (update.replica, takenAt)
-            continuation.yield(.latestRoom)
+            continuation.push(.latestRoom)
         }
     }
 

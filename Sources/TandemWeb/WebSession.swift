@@ -19,6 +19,17 @@ struct OutFrame: Sendable {
     static let latestRoom = OutFrame()
 }
 
+extension AsyncStream<OutFrame>.Continuation {
+    /// Queues `frame`. A tab's queue keeps its newest frames: when it is full the oldest
+    /// goes, and if that was the room's mark (at most one is queued, and the room waits
+    /// for it) the mark is queued again, so the latest room still goes out.
+    func push(_ frame: OutFrame) {
+        if case .dropped(let old) = yield(frame), old.json == nil {
+            yield(.latestRoom)
+        }
+    }
+}
+
 /// One signed-in person: their own ``TandemClient`` on their own broker account (so the
 /// broker's rules apply to the page exactly as to any app), and the tabs open on it.
 ///
@@ -104,12 +115,12 @@ public actor WebSession {
         }
         workouts[snapshot.workoutId] = (snapshot, heartRates)
         let frame = PageJSON.workout(snapshot, heartRates: heartRates)
-        for continuation in tabs.values { continuation.yield(OutFrame(frame)) }
+        for continuation in tabs.values { continuation.push(OutFrame(frame)) }
     }
 
     private func share(_ kind: String, _ frame: JSON) {
         latest[kind] = frame
-        for continuation in tabs.values { continuation.yield(OutFrame(frame)) }
+        for continuation in tabs.values { continuation.push(OutFrame(frame)) }
     }
 
     /// A new tab: its id and the frames it is to send the page, starting with what is
@@ -123,12 +134,12 @@ public actor WebSession {
         // receipt is a whole state, so the next one of its kind makes up for it.
         let (frames, continuation) = AsyncStream<OutFrame>.makeStream(bufferingPolicy: .bufferingNewest(1024))
         tabs[nextTab] = continuation
-        continuation.yield(OutFrame(PageJSON.hello(user: user)))
+        continuation.push(OutFrame(PageJSON.hello(user: user)))
         for kind in ["rooms", "presence", "conversations"] {
-            if let frame = latest[kind] { continuation.yield(OutFrame(frame)) }
+            if let frame = latest[kind] { continuation.push(OutFrame(frame)) }
         }
         for card in workouts.values.sorted(by: { $0.snapshot.startedAt < $1.snapshot.startedAt }) {
-            continuation.yield(OutFrame(PageJSON.workout(card.snapshot, heartRates: card.heartRates)))
+            continuation.push(OutFrame(PageJSON.workout(card.snapshot, heartRates: card.heartRates)))
         }
         return (nextTab, frames, continuation)
     }
@@ -174,7 +185,7 @@ public actor WebSession {
         for task in tasks { task.cancel() }
         tasks.removeAll()
         for continuation in tabs.values {
-            continuation.yield(OutFrame(PageJSON.signedOut))
+            continuation.push(OutFrame(PageJSON.signedOut))
             continuation.finish()
         }
         tabs.removeAll()
