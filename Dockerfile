@@ -1,4 +1,5 @@
-# The coordinator's image. docker-compose.yml builds it; the broker runs from
+# The coordinator's image (the last stage, the default target), and tandem-web's (the
+# target `web`). docker-compose.yml builds both; the broker runs from
 # eclipse-mosquitto:2 with broker-config/ mounted.
 #
 # Build: the same command as scripts/run (checked by scripts/validate-compose.py),
@@ -22,7 +23,29 @@ RUN swift build -c release --product tandem-coordinator --static-swift-stdlib \
     && mkdir -p /out \
     && cp "$(swift build -c release --show-bin-path)/tandem-coordinator" /out/
 
-FROM debian:bookworm-slim
+# tandem-web, from the same resolved packages: its page is a resource bundle, copied
+# beside the binary (where Bundle.module looks first).
+FROM build AS web-build
+RUN swift build -c release --product tandem-web --static-swift-stdlib \
+    && mkdir -p /out \
+    && cp -R "$(swift build -c release --show-bin-path)/tandem-web" \
+        "$(swift build -c release --show-bin-path)/tandem_TandemWeb.resources" /out/
+
+FROM debian:bookworm-slim AS web
+# libmosquitto1: the C library TandemClient links; libstdc++6 as for the coordinator.
+RUN apt-get update \
+    && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+        libmosquitto1 libstdc++6 ca-certificates tzdata \
+    && rm -rf /var/lib/apt/lists/*
+RUN groupadd --system --gid 10001 tandem \
+    && useradd --system --uid 10001 --gid tandem --no-create-home --shell /usr/sbin/nologin tandem
+COPY --from=web-build /out/ /usr/local/bin/
+USER tandem
+ENV TANDEM_HTTP_HOST=0.0.0.0
+EXPOSE 8080
+ENTRYPOINT ["/usr/local/bin/tandem-web"]
+
+FROM debian:bookworm-slim AS coordinator
 # libmosquitto1 and libsqlite3-0: the C libraries the coordinator links;
 # libstdc++6: still linked dynamically with --static-swift-stdlib (ldd says so);
 # mosquitto-clients: mosquitto_sub for the compose healthcheck.

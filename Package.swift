@@ -10,6 +10,7 @@ let package = Package(
         .executable(name: "tandem-agent", targets: ["tandem-agent"]),
         .executable(name: "tandem-bench", targets: ["tandem-bench"]),
         .executable(name: "tandem-corebench", targets: ["tandem-corebench"]),
+        .executable(name: "tandem-web", targets: ["tandem-web"]),
     ],
     // PostgreSQL (leader lease, standbys) is a default trait: `swift build` and `swift
     // test` have it. scripts/run leaves it out (`--disable-default-traits`) when the
@@ -34,6 +35,10 @@ let package = Package(
         // (MetricsServer), so a coordinator without PostgreSQL builds no SwiftNIO.
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        // The browser front end (tandem-web): HTTP, static files and one WebSocket per tab.
+        // No traits: swift-configuration is not needed (flags go through TandemCommandLine).
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1", traits: []),
+        .package(url: "https://github.com/hummingbird-project/hummingbird-websocket.git", from: "2.8.1"),
     ],
     targets: [
         // C libraries, through pkg-config (Debian: libmosquitto-dev, libsqlite3-dev).
@@ -151,6 +156,29 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // The browser front end: sign-in, sessions (one TandemClient per signed-in user),
+        // the page's frames validated and paced, the page itself as resources.
+        .target(
+            name: "TandemWeb",
+            dependencies: [
+                "TandemClient", "TandemCore",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+            ],
+            resources: [.copy("Public")]
+        ),
+        .executableTarget(
+            name: "tandem-web",
+            dependencies: [
+                "TandemWeb", "TandemCore", "TandemCommandLine", "TandemLogging",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
         .executableTarget(
             name: "tandem-bench",
             dependencies: [
@@ -188,6 +216,15 @@ let package = Package(
         .testTarget(name: "TandemLoggingTests", dependencies: ["TandemLogging", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "TandemMQTTTests", dependencies: ["TandemMQTT", "TestSupport"]),
         .testTarget(name: "TandemAgentTests", dependencies: ["TandemAgent", "TandemCore"]),
+        .testTarget(
+            name: "TandemWebTests",
+            // A real broker and coordinator behind the web server (TestSupport starts them).
+            dependencies: [
+                "TandemWeb", "TandemClient", "TandemCore", "TandemMQTT", "TestSupport", "tandem-coordinator",
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "HummingbirdWSTesting", package: "hummingbird-websocket"),
+            ]
+        ),
         .testTarget(
             name: "TandemIntegrationTests",
             // The binaries are dependencies so that `swift test` builds them: the tests

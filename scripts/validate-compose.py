@@ -135,8 +135,10 @@ def check_services(compose, problems):
         problems.append("docker-compose.yml: coordinator must be built from ./Dockerfile "
                         "with the repository as context")
     # Every service running the coordinator's image: on PostgreSQL there are several.
+    # The web front end is built from the same Dockerfile, target `web`.
     coordinators = {name: service for name, service in services.items()
-                    if service.get("image") == coordinator.get("image") or service.get("build")}
+                    if name != "web" and (service.get("image") == coordinator.get("image") or service.get("build"))}
+    check_web(services.get("web"), problems)
     instance_ids = []
     for name, service in sorted(coordinators.items()):
         env = environment_of(service)
@@ -170,6 +172,32 @@ def check_services(compose, problems):
             problems.append("docker-compose.yml: postgres needs a healthcheck (the coordinators wait for it)")
         if not any(str(v).endswith(":/var/lib/postgresql/data") for v in postgres.get("volumes", [])):
             problems.append("docker-compose.yml: postgres needs a volume at /var/lib/postgresql/data")
+
+
+# tandem-web's variables: the broker's (it has no account of its own) and its HTTP ones.
+WEB_ENV = {"TANDEM_MQTT_HOST", "TANDEM_MQTT_PORT", "TANDEM_MQTT_CA_FILE", "TANDEM_MQTT_CERT_FILE",
+           "TANDEM_MQTT_KEY_FILE", "TANDEM_TOPIC_ROOT", "TANDEM_HTTP_HOST", "TANDEM_HTTP_PORT",
+           "TANDEM_LOG_LEVEL", "TANDEM_LOG_FORMAT", "TANDEM_TAB_GRACE_SECONDS", "TANDEM_FRAMES_PER_SECOND"}
+
+
+def check_web(web, problems):
+    """The web service, when there is one: built from ./Dockerfile's `web` target, on the
+    broker, with no broker account of its own."""
+    if web is None:
+        return
+    build = web.get("build")
+    if not isinstance(build, dict) or build.get("target") != "web" or build.get("dockerfile", "Dockerfile") != "Dockerfile":
+        problems.append("docker-compose.yml: web must be built from ./Dockerfile with target: web")
+    env = environment_of(web)
+    for variable in sorted(set(env) - WEB_ENV):
+        problems.append(f"docker-compose.yml: web sets {variable}, which tandem-web does not read"
+                        + (" (it has no broker account: people sign in with their own)" if "USERNAME" in variable or "PASSWORD" in variable else ""))
+    if env.get("TANDEM_MQTT_HOST") != "broker":
+        problems.append("docker-compose.yml: web needs TANDEM_MQTT_HOST=broker")
+    if "broker" not in (web.get("depends_on") or {}):
+        problems.append("docker-compose.yml: web must depend on broker")
+    if env.get("TANDEM_HTTP_HOST") not in ("0.0.0.0", "::"):
+        problems.append("docker-compose.yml: web must listen on all addresses in its container (TANDEM_HTTP_HOST=0.0.0.0)")
 
 
 def dockerfile_instructions(text):

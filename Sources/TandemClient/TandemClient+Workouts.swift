@@ -22,6 +22,26 @@ extension TandemClient {
         workouts[id]?.send(snapshot)
     }
 
+    /// Every workout of this user (`users/{user}/workouts/+/state`), as its snapshots
+    /// come: the latest of each workout held first (oldest start first), then every newer
+    /// one (a new epoch starts over). Nothing is dropped.
+    public func allWorkoutSnapshots() async throws -> AsyncStream<WorkoutSnapshot> {
+        if allWorkouts == nil {
+            allWorkouts = Broadcast(buffering: .unbounded)
+            try await follow([topics.allWorkoutStates(user: user)]) { client, message in
+                client.take(anyWorkout: message)
+            }
+        }
+        return allWorkouts!.listen(first: latestWorkouts.values.sorted { $0.startedAt < $1.startedAt })
+    }
+
+    private func take(anyWorkout message: TransportMessage) {
+        guard !message.payload.isEmpty, let snapshot = read("workout state", message, WorkoutSnapshot.decode) else { return }
+        if let current = latestWorkouts[snapshot.workoutId], current.epoch == snapshot.epoch, current.version >= snapshot.version { return }
+        latestWorkouts[snapshot.workoutId] = snapshot
+        allWorkouts?.send(snapshot)
+    }
+
     /// Starts, pauses, resumes or stops a workout from `device`; returns the receipt.
     public func control(
         _ type: WorkoutControl.Kind, workout: String, from device: Device, mode: WorkoutMode? = nil,

@@ -59,8 +59,16 @@ public actor TandemClient {
     /// Listeners to every conversation of this user (nil: not watched).
     var allConversations: Broadcast<ConversationReplica>?
     var workouts: [String: Broadcast<WorkoutSnapshot>] = [:]
+    /// Listeners to every workout of this user (nil: not followed), and the latest
+    /// snapshot of each.
+    var allWorkouts: Broadcast<WorkoutSnapshot>?
+    var latestWorkouts: [String: WorkoutSnapshot] = [:]
     /// The timestamp of the last flight sample published, by workout and device.
     var lastFlight: [String: Millis] = [:]
+    /// Who is online, by user and client id, from the retained presence topics (nil:
+    /// not followed yet), and the listeners to it.
+    var presenceClients: [String: [String: Bool]] = [:]
+    var presenceListeners: Broadcast<Set<String>>?
     var queries: [String: QuerySlot] = [:]
     /// `users/{user}/responses` is subscribed (from the first query on).
     var followingResponses = false
@@ -259,6 +267,8 @@ public actor TandemClient {
         for key in conversations.keys { conversations[key]?.replicas.finish() }
         allConversations?.finish()
         for key in workouts.keys { workouts[key]?.finish() }
+        allWorkouts?.finish()
+        presenceListeners?.finish()
     }
 
     /// A fresh event or command id, unique for this client.

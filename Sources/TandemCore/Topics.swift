@@ -22,6 +22,8 @@ public struct Topics: Sendable, Equatable {
         "\(root)/users/\(user)/workouts/\(workout)/health/\(device.rawValue)"
     }
     public func presence(user: String, clientId: String) -> String { "\(root)/presence/\(user)/\(clientId)" }
+    /// Every client's presence (readable by every user).
+    public var allPresence: String { "\(root)/presence/+/+" }
     /// Request/response queries (DM history, logbook) that are not state changes.
     public func requests(user: String) -> String { "\(root)/users/\(user)/requests" }
 
@@ -37,6 +39,8 @@ public struct Topics: Sendable, Equatable {
     /// Every ConversationChanges of `user`'s views.
     public func allConversationChanges(user: String) -> String { "\(root)/users/\(user)/dm/conversations/+/changes" }
     public func workoutState(user: String, workout: String) -> String { "\(root)/users/\(user)/workouts/\(workout)/state" }
+    /// Every workout's snapshot of `user` (a page that lists them all).
+    public func allWorkoutStates(user: String) -> String { "\(root)/users/\(user)/workouts/+/state" }
     public func receipts(user: String) -> String { "\(root)/users/\(user)/receipts" }
     public func responses(user: String) -> String { "\(root)/users/\(user)/responses" }
     public var coordinatorStatus: String { "\(root)/coordinator/status" }

@@ -1,0 +1,88 @@
+import TandemClient
+
+/// The frames the server sends the page, built from the client library's values. Every
+/// one is a JSON object with a `type` (docs/PROTOCOL.md, "The browser front end").
+enum PageJSON {
+    static func hello(user: String) -> JSON {
+        .obj(["type": "hello", "user": .string(user)])
+    }
+
+    static func error(_ problem: PageFrame.Problem) -> JSON {
+        .obj(["type": "error", "code": .string(problem.code.rawValue), "message": .string(problem.message), "ref": JSON(problem.ref)])
+    }
+
+    static func rooms(_ memberships: [RoomMembership]) -> JSON {
+        .obj(["type": "rooms", "rooms": .array(memberships.map { entry in
+            .obj(["roomId": .string(entry.roomId), "role": .string(entry.role.rawValue), "owner": JSON(entry.owner)])
+        })])
+    }
+
+    static func presence(_ online: Set<String>) -> JSON {
+        .obj(["type": "presence", "online": .array(online.sorted().map(JSON.string))])
+    }
+
+    /// The room as this user's client shows it: confirmed state with this user's own
+    /// pending edits laid over (`known`: false before any snapshot came: a room that
+    /// does not exist yet, or one this user may not read).
+    static func room(_ replica: RoomReplica) -> JSON {
+        .obj([
+            "type": "room",
+            "room": .string(replica.roomId),
+            "known": .bool(replica.epoch != nil),
+            "version": .int(replica.version),
+            "owner": JSON(replica.owner),
+            "members": .array(replica.members.map { .obj(["userId": .string($0.userId), "role": .string($0.role.rawValue)]) }),
+            "stickers": .array(replica.visibleStickers.map { sticker in
+                .obj(["id": .string(sticker.id), "image": .string(sticker.image), "frame": sticker.frame.json(), "owner": JSON(sticker.owner)])
+            }),
+        ])
+    }
+
+    static func roomClosed(_ room: String) -> JSON {
+        .obj(["type": "roomClosed", "room": .string(room), "message": "you are no longer a member of this room"])
+    }
+
+    static func receipt(ref: String, _ receipt: Receipt) -> JSON {
+        .obj([
+            "type": "receipt", "ref": .string(ref), "status": .string(receipt.status.rawValue),
+            "code": JSON(receipt.code?.rawValue), "message": .string(receipt.message),
+        ])
+    }
+
+    /// How many of a conversation's latest messages a `conversations` frame carries; the
+    /// page asks for older ones with `history` frames when it scrolls up.
+    static let recentMessages = 50
+
+    static func conversations(_ replicas: [ConversationReplica]) -> JSON {
+        .obj(["type": "conversations", "conversations": .array(replicas.map { replica in
+            .obj([
+                "peer": .string(replica.peer),
+                "status": JSON(replica.status?.rawValue),
+                "unread": .int(Int64(replica.unread)),
+                "updatedAt": .int(replica.updatedAt),
+                "messages": .array(replica.messages.suffix(recentMessages).map(\.json)),
+                "hasOlder": .bool(replica.messages.count > recentMessages || replica.messages.count >= Conversation.snapshotSize),
+            ])
+        })])
+    }
+
+    /// A page of older messages (oldest first), answering a `history` frame.
+    static func history(_ page: DMHistoryPage, before: Millis?) -> JSON {
+        .obj([
+            "type": "history", "peer": .string(page.peer), "before": JSON(before),
+            "messages": .array(page.messages.map(\.json)), "hasMore": .bool(page.hasMore),
+        ])
+    }
+
+    /// One workout's card: its latest snapshot as the contract writes it, and the heart
+    /// rates of the snapshots seen (`[timestamp, bpm]`, oldest first) for the line.
+    static func workout(_ snapshot: WorkoutSnapshot, heartRates: [(Millis, Double)]) -> JSON {
+        .obj([
+            "type": "workout", "workout": snapshot.json,
+            "heartRates": .array(heartRates.map { .array([.int($0.0), .double($0.1)]) }),
+        ])
+    }
+
+    static let pong = JSON.obj(["type": "pong"])
+    static let signedOut = JSON.obj(["type": "signedOut"])
+}

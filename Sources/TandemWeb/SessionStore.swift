@@ -1,0 +1,162 @@
+import Logging
+import ServiceLifecycle
+import TandemClient
+
+/// Where the web server's broker is, and how sessions behave.
+public struct WebSettings: Sendable {
+    public var brokerHost: String
+    public var brokerPort: Int
+    public var tls: MQTTTLS?
+    public var topicRoot: String
+    /// How long a session lives with no tab open (a reload fits in it).
+    public var tabGrace: Duration
+    /// Frames a session may send a second, and how many may come at once, before the
+    /// next ones wait.
+    public var framesPerSecond: Double
+    public var frameBurst: Double
+    /// How long a sign-in waits for the broker.
+    public var connectTimeout: Duration
+    /// The most tabs one session may have open; the next is refused (429).
+    public var maxTabsPerSession: Int
+
+    public init(
+        brokerHost: String = "127.0.0.1", brokerPort: Int = 1883, tls: MQTTTLS? = nil, topicRoot: String = Topics.defaultRoot,
+        tabGrace: Duration = .seconds(5), framesPerSecond: Double = 50, frameBurst: Double = 100,
+        connectTimeout: Duration = .seconds(5), maxTabsPerSession: Int = 16
+    ) {
+        self.brokerHost = brokerHost
+        self.brokerPort = brokerPort
+        self.tls = tls
+        self.topicRoot = topicRoot
+        self.tabGrace = tabGrace
+        self.framesPerSecond = framesPerSecond
+        self.frameBurst = frameBurst
+        self.connectTimeout = connectTimeout
+        self.maxTabsPerSession = maxTabsPerSession
+    }
+}
+
+/// Why a sign-in failed, said so that the person can act on it.
+public enum SignInError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The broker refused the username and password.
+    case refused(String)
+    /// The broker was not reached in time.
+    case unreachable(String)
+
+    public var description: String {
+        switch self {
+        case .refused(let reason): reason
+        case .unreachable(let reason): reason
+        }
+    }
+}
+
+/// The signed-in sessions, by the secret their cookie carries. A `Service`: on shutdown
+/// every session ends (each person's presence says offline).
+public actor SessionStore: Service {
+    public nonisolated let settings: WebSettings
+    public nonisolated let metrics: WebMetrics
+    private let logger: Logger
+    private var sessions: [String: WebSession] = [:]
+
+    public init(settings: WebSettings, metrics: WebMetrics = WebMetrics(), logger: Logger = Logger(label: "tandem.web")) {
+        self.settings = settings
+        self.metrics = metrics
+        self.logger = logger
+    }
+
+    /// Opens `username`'s own MQTT session with `password`; returns the web session.
+    public func signIn(username: String, password: String) async throws(SignInError) -> WebSession {
+        let token = Self.newToken()
+        let clientId = "web-\(username.prefix(40))-\(token.prefix(8))"
+        let client: TandemClient
+        do {
+            var clientLogger = logger
+            clientLogger[metadataKey: "user"] = .string(username)
+            client = try TandemClient(
+                host: settings.brokerHost, port: settings.brokerPort, username: username, password: password, tls: settings.tls,
+                user: username, clientId: clientId, topics: Topics(root: settings.topicRoot), logger: clientLogger)
+        } catch {
+            throw .unreachable("the MQTT client could not be set up: \(error)")
+        }
+        let session = WebSession(
+            token: token, user: username, client: client, tabGrace: settings.tabGrace,
+            pacer: Pacer(ratePerSecond: settings.framesPerSecond, burst: settings.frameBurst, now: WallClock.now()), logger: logger)
+        do {
+            try await session.start(timeout: settings.connectTimeout) { [weak self] ended in
+                await self?.forget(ended)
+            }
+        } catch TandemClientError.connectFailed(let reason) where Self.refusedCredentials(reason) {
+            logger.info("sign-in of \(username) refused: \(reason)")
+            throw .refused(reason)
+        } catch TandemClientError.connectFailed(let reason) {
+            // Not the account: this server could not open the MQTT session (a TLS
+            // failure, a socket libmosquitto will not take). Not "wrong password".
+            logger.error("sign-in of \(username) failed: \(reason)")
+            throw .unreachable("the MQTT session could not be opened: \(reason)")
+        } catch TandemClientError.unreachable(let problem, _) {
+            throw .unreachable("the broker at \(settings.brokerHost):\(settings.brokerPort) is not reachable\(problem.map { ": \($0)" } ?? "")")
+        } catch {
+            throw .unreachable("\(error)")
+        }
+        sessions[token] = session
+        metrics.sessions.set(to: Double(sessions.count))
+        logger.info("\(username) signed in (\(clientId)); \(sessions.count) session(s)")
+        return session
+    }
+
+    /// The live session this cookie's secret belongs to.
+    public func session(token: String?) -> WebSession? {
+        guard let token else { return nil }
+        return sessions[token]
+    }
+
+    /// Ends the session of this secret (if any); returns whether there was one.
+    @discardableResult
+    public func signOut(token: String?) async -> Bool {
+        guard let token, let session = sessions.removeValue(forKey: token) else { return false }
+        metrics.sessions.set(to: Double(sessions.count))
+        logger.info("\(session.user) signed out")
+        await session.end()
+        return true
+    }
+
+    public var count: Int { sessions.count }
+
+    private func forget(_ session: WebSession) {
+        if sessions[session.token] === session { sessions[session.token] = nil }
+        metrics.sessions.set(to: Double(sessions.count))
+    }
+
+    /// Ends every session.
+    public func endAll() async {
+        let all = sessions.values
+        sessions.removeAll()
+        metrics.sessions.set(to: 0)
+        for session in all { await session.end() }
+    }
+
+    public func run() async throws {
+        try? await gracefulShutdown()
+        await endAll()
+    }
+
+    /// Whether a connect failure is the broker turning the account away (TandemMQTT's
+    /// words for CONNACK 0x86, 0x87, 0x8C) rather than anything else that ends it.
+    static func refusedCredentials(_ reason: String) -> Bool {
+        reason.contains("refused the credentials") || reason.contains("refused a connection without credentials")
+    }
+
+    /// 32 random bytes in hex: the system generator is a cryptographic one
+    /// (getrandom on Linux).
+    static func newToken() -> String {
+        var generator = SystemRandomNumberGenerator()
+        var text = ""
+        for _ in 0..<4 {
+            let word = generator.next() as UInt64
+            let hex = String(word, radix: 16)
+            text += String(repeating: "0", count: 16 - hex.count) + hex
+        }
+        return text
+    }
+}

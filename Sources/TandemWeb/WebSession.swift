@@ -1,0 +1,199 @@
+import Logging
+import TandemClient
+
+/// A frame on its way to a page, or the sign that the tab's watched room changed: that
+/// one is built when the socket takes it, from the room as it is then (``Tab``), so a
+/// page that reads slower than the room changes gets the latest room, not every one.
+struct OutFrame: Sendable {
+    let json: JSON?
+
+    init(_ json: JSON) {
+        self.json = json
+    }
+
+    private init() {
+        json = nil
+    }
+
+    /// The watched room changed: its latest state goes out next.
+    static let latestRoom = OutFrame()
+}
+
+extension AsyncStream<OutFrame>.Continuation {
+    /// Queues `frame`. A tab's queue keeps its newest frames: when it is full the oldest
+    /// goes, and if that was the room's mark (at most one is queued, and the room waits
+    /// for it) the mark is queued again, so the latest room still goes out.
+    func push(_ frame: OutFrame) {
+        if case .dropped(let old) = yield(frame), old.json == nil {
+            yield(.latestRoom)
+        }
+    }
+}
+
+/// One signed-in person: their own ``TandemClient`` on their own broker account (so the
+/// broker's rules apply to the page exactly as to any app), and the tabs open on it.
+///
+/// - What every tab shows of the person (their rooms, who is online, their
+///   conversations) is followed once here and handed to each tab, the latest first.
+/// - Frames from all the person's tabs share one ``Pacer``: a session that sends too
+///   fast is slowed, never dropped.
+/// - The session ends on sign-out, or `tabGrace` after its last tab closed (a reload
+///   opens the next one within it); ending closes the MQTT session, so presence says
+///   offline, and closes every tab.
+public actor WebSession {
+    /// The cookie's secret; the store finds the session by it.
+    nonisolated let token: String
+    public nonisolated let user: String
+    public nonisolated let client: TandemClient
+    private let logger: Logger
+    private let tabGrace: Duration
+    private var pacer: Pacer
+    private var tabs: [Int: AsyncStream<OutFrame>.Continuation] = [:]
+    private var nextTab = 0
+    /// The latest frame of each kind that every tab shows (rooms, presence, conversations).
+    private var latest: [String: JSON] = [:]
+    private var conversations: [String: ConversationReplica] = [:]
+    /// Each workout's latest card (by workout id) and the heart rates of its snapshots.
+    private var workouts: [String: (snapshot: WorkoutSnapshot, heartRates: [(Millis, Double)])] = [:]
+    /// How many heart rates a card's line keeps (a snapshot a second: two minutes).
+    static let heartRatePoints = 120
+    private var tasks: [Task<Void, Never>] = []
+    private var endTimer: Task<Void, Never>?
+    private var onEnd: (@Sendable (WebSession) async -> Void)?
+    public private(set) var hasEnded = false
+
+    init(token: String, user: String, client: TandemClient, tabGrace: Duration, pacer: Pacer, logger: Logger) {
+        self.token = token
+        self.user = user
+        self.client = client
+        self.tabGrace = tabGrace
+        self.pacer = pacer
+        self.logger = logger
+    }
+
+    /// Follows what every tab shows, then connects. Throws what ``TandemClient/connect(timeout:)``
+    /// throws (refused credentials, an unreachable broker); the client is closed then.
+    func start(timeout: Duration, onEnd: @escaping @Sendable (WebSession) async -> Void) async throws {
+        self.onEnd = onEnd
+        do {
+            let rooms = try await client.myRooms()
+            let online = try await client.onlineUsers()
+            let conversations = try await client.conversations()
+            let workouts = try await client.allWorkoutSnapshots()
+            tasks.append(Task { [weak self] in
+                for await list in rooms { await self?.share("rooms", PageJSON.rooms(list)) }
+            })
+            tasks.append(Task { [weak self] in
+                for await users in online { await self?.share("presence", PageJSON.presence(users)) }
+            })
+            tasks.append(Task { [weak self] in
+                for await replica in conversations { await self?.take(replica) }
+            })
+            tasks.append(Task { [weak self] in
+                for await snapshot in workouts { await self?.take(snapshot) }
+            })
+            try await client.connect(timeout: timeout)
+        } catch {
+            for task in tasks { task.cancel() }
+            await client.close()
+            throw error
+        }
+        // Nobody may open a tab after signing in: the grace runs from now.
+        scheduleEnd()
+    }
+
+    private func take(_ replica: ConversationReplica) {
+        conversations[replica.peer] = replica
+        share("conversations", PageJSON.conversations(conversations.values.sorted { $0.updatedAt > $1.updatedAt }))
+    }
+
+    private func take(_ snapshot: WorkoutSnapshot) {
+        var heartRates = workouts[snapshot.workoutId].flatMap { $0.snapshot.epoch == snapshot.epoch ? $0.heartRates : nil } ?? []
+        if let health = snapshot.health, health.timestamp > (heartRates.last?.0 ?? .min) {
+            heartRates.append((health.timestamp, health.heartRate))
+            if heartRates.count > Self.heartRatePoints { heartRates.removeFirst(heartRates.count - Self.heartRatePoints) }
+        }
+        workouts[snapshot.workoutId] = (snapshot, heartRates)
+        let frame = PageJSON.workout(snapshot, heartRates: heartRates)
+        for continuation in tabs.values { continuation.push(OutFrame(frame)) }
+    }
+
+    private func share(_ kind: String, _ frame: JSON) {
+        latest[kind] = frame
+        for continuation in tabs.values { continuation.push(OutFrame(frame)) }
+    }
+
+    /// A new tab: its id and the frames it is to send the page, starting with what is
+    /// held. Nil when the session has ended.
+    func attach() -> (id: Int, frames: AsyncStream<OutFrame>, continuation: AsyncStream<OutFrame>.Continuation)? {
+        guard !hasEnded else { return nil }
+        endTimer?.cancel()
+        endTimer = nil
+        nextTab += 1
+        // A page that does not read loses the oldest frames first: every frame but a
+        // receipt is a whole state, so the next one of its kind makes up for it.
+        let (frames, continuation) = AsyncStream<OutFrame>.makeStream(bufferingPolicy: .bufferingNewest(1024))
+        tabs[nextTab] = continuation
+        continuation.push(OutFrame(PageJSON.hello(user: user)))
+        for kind in ["rooms", "presence", "conversations"] {
+            if let frame = latest[kind] { continuation.push(OutFrame(frame)) }
+        }
+        for card in workouts.values.sorted(by: { $0.snapshot.startedAt < $1.snapshot.startedAt }) {
+            continuation.push(OutFrame(PageJSON.workout(card.snapshot, heartRates: card.heartRates)))
+        }
+        return (nextTab, frames, continuation)
+    }
+
+    /// A tab closed; the last one starts the grace.
+    func detach(_ id: Int) {
+        tabs.removeValue(forKey: id)?.finish()
+        if tabs.isEmpty, !hasEnded { scheduleEnd() }
+    }
+
+    var tabCount: Int { tabs.count }
+
+    private func scheduleEnd() {
+        endTimer?.cancel()
+        let grace = tabGrace
+        endTimer = Task { [weak self] in
+            do { try await Task.sleep(for: grace) } catch { return }
+            await self?.endIfIdle()
+        }
+    }
+
+    private func endIfIdle() async {
+        guard tabs.isEmpty, !hasEnded else { return }
+        logger.info("\(user): no tab open for \(tabGrace); ending the session")
+        // This runs in the timer's own task: end() must not cancel it (its MQTT session
+        // would close without saying offline).
+        endTimer = nil
+        await end()
+    }
+
+    /// How long the next frame from any tab waits (milliseconds; 0: at once).
+    func reserveFrame() -> Millis {
+        pacer.reserve(now: WallClock.now())
+    }
+
+    /// Ends the session: every tab is told and closed, the MQTT session is closed
+    /// (presence says offline), the store forgets it.
+    func end() async {
+        guard !hasEnded else { return }
+        hasEnded = true
+        endTimer?.cancel()
+        endTimer = nil
+        for task in tasks { task.cancel() }
+        tasks.removeAll()
+        for continuation in tabs.values {
+            continuation.push(OutFrame(PageJSON.signedOut))
+            continuation.finish()
+        }
+        tabs.removeAll()
+        // Not cancelled with whoever ended it (a sign-out whose browser went away): the
+        // offline presence is published before the MQTT session closes.
+        let client = client
+        await Task { await client.close() }.value
+        await onEnd?(self)
+        onEnd = nil
+    }
+}

@@ -1,0 +1,94 @@
+import ArgumentParser
+import Foundation
+import Logging
+import ServiceLifecycle
+import TandemCommandLine
+import TandemCore
+import TandemLogging
+import TandemWeb
+
+@main
+struct TandemWebCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "tandem-web",
+        abstract: "Tandem in a browser: the page, and one MQTT session per signed-in person through TandemClient.",
+        discussion: """
+            It has no broker account of its own: each person signs in with their own broker username and \
+            password, and the broker's rules apply to the page as to any app. Every option can also be set \
+            with the environment variable in brackets; a flag wins over the variable.
+            """,
+        version: TandemVersion.current
+    )
+
+    @OptionGroup(title: "Broker")
+    var broker: BrokerOptions
+
+    @Option(help: Self.httpHost.help("Address the web server listens on"))
+    var httpHost: String?
+
+    @Option(help: Self.httpPort.help("Port the web server listens on"))
+    var httpPort: Int?
+
+    @Option(help: Self.tabGraceSeconds.help("Seconds a session lives after its last tab closed (a reload fits in it)", valueName: "seconds"))
+    var tabGraceSeconds: Double?
+
+    @Option(help: Self.framesPerSecond.help("Frames a session may send each second before the next ones wait"))
+    var framesPerSecond: Double?
+
+    @Option(help: Self.logLevel.help("trace, debug, info, notice, warning, error or critical"))
+    var logLevel: String?
+
+    @Option(help: Self.logFormat.help("text, or json: one JSON object per line on stderr", valueName: "format"))
+    var logFormat: String?
+
+    static let httpHost = Setting<String>.text("http-host", "TANDEM_HTTP_HOST", default: "127.0.0.1", check: {
+        $0.isEmpty ? "must not be empty" : nil
+    })
+    static let httpPort = Setting<Int>.integer("http-port", "TANDEM_HTTP_PORT", default: 8080, range: 0...65535)
+    static let tabGraceSeconds = Setting<Double>.seconds("tab-grace-seconds", "TANDEM_TAB_GRACE_SECONDS", default: 5)
+    static let framesPerSecond = Setting<Double>.number("frames-per-second", "TANDEM_FRAMES_PER_SECOND", default: 50, maximum: 100_000)
+    static let logLevel = Setting<String>.choice("log-level", "TANDEM_LOG_LEVEL", default: "info", words: Logger.Level.allCases.map(\.rawValue))
+    static let logFormat = Setting<String>.choice("log-format", "TANDEM_LOG_FORMAT", default: "text", words: ["text", "json"])
+
+    struct Settings {
+        var web: WebSettings
+        var host: String
+        var port: Int
+        var level: Logger.Level
+        var format: LogFormat
+    }
+
+    func resolve(environment env: [String: String]) throws -> Settings {
+        let address = try broker.resolve(in: env)
+        let rate = try Self.framesPerSecond.value(framesPerSecond, in: env)
+        let web = WebSettings(
+            brokerHost: address.host, brokerPort: address.port, tls: address.tls, topicRoot: address.topicRoot,
+            tabGrace: .milliseconds(Int64(try Self.tabGraceSeconds.value(tabGraceSeconds, in: env) * 1000)),
+            framesPerSecond: rate, frameBurst: max(1, rate * 2))
+        return Settings(
+            web: web,
+            host: try Self.httpHost.value(httpHost, in: env),
+            port: try Self.httpPort.value(httpPort, in: env),
+            level: Logger.Level(rawValue: try Self.logLevel.value(logLevel, in: env).lowercased()) ?? .info,
+            format: LogFormat(rawValue: try Self.logFormat.value(logFormat, in: env).lowercased()) ?? .text)
+    }
+
+    func validate() throws {
+        _ = try resolve(environment: ProcessInfo.processInfo.environment)
+    }
+
+    func run() async throws {
+        let settings = try resolve(environment: ProcessInfo.processInfo.environment)
+        let (level, format) = (settings.level, settings.format)
+        LoggingSystem.bootstrap { label in format.handler(label: label, level: level) }
+        let logger = Logger(label: "tandem.web")
+        let store = SessionStore(settings: settings.web, logger: logger)
+        let app = WebServer.application(store: store, host: settings.host, port: settings.port, logger: logger)
+        do {
+            try await app.runService(gracefulShutdownSignals: [.sigterm, .sigint])
+        } catch {
+            logger.critical("stopped", error: error)
+            throw ExitCode(1)
+        }
+    }
+}

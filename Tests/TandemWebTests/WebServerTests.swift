@@ -1,0 +1,305 @@
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import HummingbirdWSTesting
+import Logging
+import NIOCore
+import TandemClient
+import TandemMQTT
+import Testing
+import TestSupport
+@testable import TandemWeb
+
+/// tandem-web in front of a real mosquitto (the shipped configuration: the demo users and
+/// their ACL) and a real coordinator, driven over HTTP and WebSockets as a browser does.
+@Suite(.serialized) struct WebServerTests {
+    static let logger = Logger(label: "tandem.web.test")
+
+    /// The app on a free port over `broker` (no broker: one nobody listens on).
+    static func app(
+        broker: MosquittoBroker?, tabGrace: Duration = .seconds(5), framesPerSecond: Double = 50, frameBurst: Double = 100
+    ) -> (some ApplicationProtocol, SessionStore) {
+        let settings = WebSettings(
+            brokerHost: "127.0.0.1", brokerPort: broker?.port ?? 1, tabGrace: tabGrace, framesPerSecond: framesPerSecond,
+            frameBurst: frameBurst, connectTimeout: .seconds(3))
+        let store = SessionStore(settings: settings, logger: logger)
+        return (WebServer.application(store: store, host: "127.0.0.1", port: 0, logger: logger), store)
+    }
+
+    static func body(_ json: JSON) -> ByteBuffer { ByteBuffer(bytes: json.serialized()) }
+
+    static func json(_ response: TestResponse) -> JSON? { try? JSON.parse(response.body.readableBytesView) }
+
+    /// The session cookie a sign-in set, as a `Cookie:` header.
+    static func cookie(_ response: TestResponse) -> String? {
+        guard let setCookie = response.headers[.setCookie], let pair = setCookie.split(separator: ";").first else { return nil }
+        return String(pair)
+    }
+
+    /// Signs in as `user` with the demo password; returns the Cookie header.
+    static func signIn(_ client: some TestClientProtocol, _ user: String) async throws -> String {
+        let response = try await client.execute(
+            uri: "/api/sign-in", method: .post, headers: [.contentType: "application/json"],
+            body: body(.obj(["username": .string(user), "password": .string("\(user)-demo")])))
+        #expect(response.status == .ok, "\(String(buffer: response.body))")
+        return try #require(cookie(response))
+    }
+
+    // MARK: Without a broker
+
+    @Test func healthzAnswers() async throws {
+        let (app, _) = Self.app(broker: nil)
+        try await app.test(.live) { client in
+            let response = try await client.execute(uri: "/healthz", method: .get)
+            #expect(response.status == .ok)
+            #expect(Self.json(response)?["status"]?.stringValue == "ok")
+            #expect(Self.json(response)?["sessions"]?.int64Value == 0)
+        }
+    }
+
+    @Test func servesThePage() async throws {
+        let (app, _) = Self.app(broker: nil)
+        try await app.test(.live) { client in
+            let page = try await client.execute(uri: "/", method: .get)
+            #expect(page.status == .ok)
+            #expect(String(buffer: page.body).contains("<title>Tandem</title>"))
+            let script = try await client.execute(uri: "/app.js", method: .get)
+            #expect(script.status == .ok)
+            let sticker = try await client.execute(uri: "/stickers/star.svg", method: .get)
+            #expect(sticker.status == .ok)
+        }
+    }
+
+    @Test func withoutACookieNothingIsGiven() async throws {
+        let (app, _) = Self.app(broker: nil)
+        try await app.test(.live) { client in
+            let session = try await client.execute(uri: "/api/session", method: .get)
+            #expect(session.status == .unauthorized)
+            let socket = try await client.execute(uri: "/ws", method: .get)
+            #expect(socket.status == .unauthorized)
+            let forged = try await client.execute(uri: "/ws", method: .get, headers: [.cookie: "tandem_session=0123456789abcdef"])
+            #expect(forged.status == .unauthorized)
+        }
+    }
+
+    @Test(arguments: [
+        ("not json", HTTPResponse.Status.badRequest),
+        (#"{"username":"alice"}"#, .badRequest),
+        (#"{"username":"not valid!","password":"x"}"#, .badRequest),
+        (#"{"username":"alice","password":""}"#, .badRequest),
+        (#"{"username":"alice","password":""# + String(repeating: "p", count: 5000) + #""}"#, .contentTooLarge),
+    ])
+    func malformedSignInIsRefused(_ text: String, _ status: HTTPResponse.Status) async throws {
+        let (app, _) = Self.app(broker: nil)
+        try await app.test(.live) { client in
+            let response = try await client.execute(uri: "/api/sign-in", method: .post, body: ByteBuffer(string: text))
+            #expect(response.status == status)
+            #expect(Self.json(response)?["error"]?.stringValue?.isEmpty == false)
+            #expect(response.headers[.setCookie] == nil)
+        }
+    }
+
+    @Test func anUnreachableBrokerIsSaidSo() async throws {
+        let (app, _) = Self.app(broker: nil)
+        try await app.test(.live) { client in
+            let response = try await client.execute(
+                uri: "/api/sign-in", method: .post, body: Self.body(.obj(["username": "alice", "password": "alice-demo"])))
+            #expect(response.status == .serviceUnavailable)
+            #expect(Self.json(response)?["error"]?.stringValue?.contains("not reachable") == true)
+        }
+    }
+
+    // MARK: With a broker and a coordinator
+
+    @Test func wrongPasswordIsRefused() async throws {
+        try await withBroker(.shipped) { broker in
+            let (app, store) = Self.app(broker: broker)
+            try await app.test(.live) { client in
+                let response = try await client.execute(
+                    uri: "/api/sign-in", method: .post, body: Self.body(.obj(["username": "alice", "password": "wrong"])))
+                #expect(response.status == .unauthorized)
+                #expect(Self.json(response)?["error"]?.stringValue?.contains("wrong username or password") == true)
+                #expect(response.headers[.setCookie] == nil)
+                #expect(await store.count == 0)
+            }
+        }
+    }
+
+    @Test func signInSetsAStrictHttpOnlyCookieAndSignOutEndsTheMQTTSession() async throws {
+        try await withBroker(.shipped) { broker in
+            let watcher = try await TestPeer.connect(broker: broker, user: "carol", extraFilters: ["tandem/v1/presence/+/+"])
+            defer { Task { await watcher.close() } }
+            let (app, store) = Self.app(broker: broker)
+            try await app.test(.live) { client in
+                let response = try await client.execute(
+                    uri: "/api/sign-in", method: .post, headers: [.contentType: "application/json"],
+                    body: Self.body(.obj(["username": "alice", "password": "alice-demo"])))
+                #expect(response.status == .ok)
+                #expect(Self.json(response)?["user"]?.stringValue == "alice")
+                let setCookie = try #require(response.headers[.setCookie])
+                #expect(setCookie.contains("HttpOnly"))
+                #expect(setCookie.contains("SameSite=Strict"))
+                #expect(setCookie.contains("Path=/"))
+                let cookie = try #require(Self.cookie(response))
+
+                // alice's own MQTT session says she is online.
+                try await Self.presence(of: "alice", online: true, heardBy: watcher)
+                let session = try await client.execute(uri: "/api/session", method: .get, headers: [.cookie: cookie])
+                #expect(Self.json(session)?["user"]?.stringValue == "alice")
+
+                let out = try await client.execute(uri: "/api/sign-out", method: .post, headers: [.cookie: cookie])
+                #expect(out.status == .ok)
+                #expect(out.headers[.setCookie]?.contains("Max-Age=0") == true)
+                try await Self.presence(of: "alice", online: false, heardBy: watcher)
+                #expect(await store.count == 0)
+                let after = try await client.execute(uri: "/api/session", method: .get, headers: [.cookie: cookie])
+                #expect(after.status == .unauthorized)
+            }
+        }
+    }
+
+    @Test func badAndOversizedFramesGetErrorFramesAndTheTabLives() async throws {
+        try await withBroker(.shipped) { broker in
+            let (app, _) = Self.app(broker: broker)
+            try await app.test(.live) { client in
+                let cookie = try await Self.signIn(client, "alice")
+                let codes = LockedBox<[String]>([])
+                try await client.ws("/ws", configuration: .init(maxFrameSize: 1 << 16, additionalHeaders: [.cookie: cookie])) { inbound, outbound, _ in
+                    try await outbound.write(.text("not json"))
+                    try await outbound.write(.text(#"{"type":"edit","ref":"r1","room":"q","op":"update","sticker":"s1"}"#))
+                    try await outbound.write(.text(#"{"type":"launch"}"#))
+                    try await outbound.write(.text(String(repeating: "x", count: PageFrame.maxBytes + 10)))
+                    try await outbound.write(.binary(ByteBuffer(bytes: [0, 1, 2])))
+                    try await outbound.write(.text(#"{"type":"ping"}"#))
+                    for try await message in inbound.messages(maxSize: 1 << 20) {
+                        guard case .text(let text) = message, let frame = try? JSON.parse(text) else { continue }
+                        let type = frame["type"]?.stringValue ?? ""
+                        if type == "error" { codes.update { $0.append(frame["code"]?.stringValue ?? "") } }
+                        if type == "pong" { break }
+                    }
+                    try await outbound.close(.normalClosure, reason: nil)
+                }
+                #expect(codes.get() == ["invalid_frame", "invalid_frame", "unknown_type", "frame_too_large", "binary_frame"])
+
+                // /metrics counts them, on the coordinator's conventions.
+                let metrics = try await client.execute(uri: "/metrics", method: .get)
+                #expect(metrics.status == .ok)
+                #expect(metrics.headers[.contentType]?.hasPrefix("text/plain; version=0.0.4") == true)
+                let text = String(buffer: metrics.body)
+                for line in [
+                    #"tandem_web_frame_errors_total{code="invalid_frame"} 2"#,
+                    #"tandem_web_frame_errors_total{code="unknown_type"} 1"#,
+                    #"tandem_web_frame_errors_total{code="frame_too_large"} 1"#,
+                    #"tandem_web_frame_errors_total{code="binary_frame"} 1"#,
+                    #"tandem_web_frames_received_total{type="ping"} 1"#,
+                    #"tandem_web_sign_ins_total{result="ok"} 1"#,
+                    "tandem_web_sessions 1",
+                ] {
+                    #expect(text.contains(line), "no \(line) in /metrics")
+                }
+            }
+        }
+    }
+
+    @Test func aSessionSendingTooFastIsSlowedNotDropped() async throws {
+        try await withBroker(.shipped) { broker in
+            // Two frames a second, one at once: of 6 pings sent together, 5 wait their turn
+            // (each is read only after the one before it has waited).
+            let (app, store) = Self.app(broker: broker, framesPerSecond: 2, frameBurst: 1)
+            try await app.test(.live) { client in
+                let cookie = try await Self.signIn(client, "alice")
+                let pongs = LockedBox(0)
+                try await client.ws("/ws", configuration: .init(additionalHeaders: [.cookie: cookie])) { inbound, outbound, _ in
+                    for _ in 0..<6 { try await outbound.write(.text(#"{"type":"ping"}"#)) }
+                    for try await message in inbound.messages(maxSize: 1 << 20) {
+                        guard case .text(let text) = message, text.contains(#""pong""#) else { continue }
+                        pongs.update { $0 += 1 }
+                        if pongs.get() == 6 { break }
+                    }
+                    try await outbound.close(.normalClosure, reason: nil)
+                }
+                #expect(pongs.get() == 6)
+                let text = store.metrics.registry.emitToString()
+                #expect(text.contains("tandem_web_frames_paced_total 5"), "\(text)")
+            }
+        }
+    }
+
+    @Test func anEditGoesThroughTheCoordinatorAndComesBack() async throws {
+        try await withBroker(.shipped) { broker in
+            let coordinator = try await CoordinatorProcess.start(broker: broker)
+            defer { Task { await coordinator.kill() } }
+            let (app, _) = Self.app(broker: broker)
+            try await app.test(.live) { client in
+                let cookie = try await Self.signIn(client, "alice")
+                let seen = LockedBox<(receipt: JSON?, room: JSON?)>((nil, nil))
+                try await client.ws("/ws", configuration: .init(additionalHeaders: [.cookie: cookie])) { inbound, outbound, _ in
+                    try await outbound.write(.text(#"{"type":"watch","room":"web-q1"}"#))
+                    try await outbound.write(.text(#"{"type":"edit","ref":"r1","room":"web-q1","op":"create","sticker":"s1","image":"star","frame":{"x":10,"y":20,"width":100,"height":100}}"#))
+                    for try await message in inbound.messages(maxSize: 1 << 20) {
+                        guard case .text(let text) = message, let frame = try? JSON.parse(text) else { continue }
+                        if frame["type"]?.stringValue == "receipt" { seen.update { $0.receipt = frame } }
+                        if frame["type"]?.stringValue == "room", frame["known"]?.boolValue == true,
+                           case .array(let stickers)? = frame["stickers"], stickers.contains(where: { $0["id"]?.stringValue == "s1" }) {
+                            seen.update { $0.room = frame }
+                        }
+                        if seen.get().receipt != nil, seen.get().room != nil { break }
+                    }
+                    try await outbound.close(.normalClosure, reason: nil)
+                }
+                #expect(seen.get().receipt?["ref"]?.stringValue == "r1")
+                #expect(seen.get().receipt?["status"]?.stringValue == "accepted")
+                #expect(seen.get().room?["owner"]?.stringValue == "alice")
+            }
+        }
+    }
+
+    @Test func theLastTabClosingEndsTheSession() async throws {
+        try await withBroker(.shipped) { broker in
+            let watcher = try await TestPeer.connect(broker: broker, user: "carol", extraFilters: ["tandem/v1/presence/+/+"])
+            defer { Task { await watcher.close() } }
+            let (app, store) = Self.app(broker: broker, tabGrace: .seconds(2))
+            try await app.test(.live) { client in
+                let cookie = try await Self.signIn(client, "bob")
+                try await client.ws("/ws", configuration: .init(additionalHeaders: [.cookie: cookie])) { inbound, outbound, _ in
+                    for try await message in inbound.messages(maxSize: 1 << 20) {
+                        if case .text(let text) = message, text.contains("hello") { break }
+                    }
+                    try await outbound.close(.normalClosure, reason: nil)
+                }
+                try await Self.presence(of: "bob", online: false, heardBy: watcher)
+                let after = try await client.execute(uri: "/api/session", method: .get, headers: [.cookie: cookie])
+                #expect(after.status == .unauthorized)
+                #expect(await store.count == 0)
+            }
+        }
+    }
+
+    @Test func aSessionWithoutATabEndsAndSaysOffline() async throws {
+        try await withBroker(.shipped) { broker in
+            let watcher = try await TestPeer.connect(broker: broker, user: "carol", extraFilters: ["tandem/v1/presence/+/+"])
+            defer { Task { await watcher.close() } }
+            // The grace runs out in the session's own timer: its end must still say offline.
+            let (app, store) = Self.app(broker: broker, tabGrace: .milliseconds(300))
+            try await app.test(.live) { client in
+                let cookie = try await Self.signIn(client, "bob")
+                try await Self.presence(of: "bob", online: false, heardBy: watcher)
+                let after = try await client.execute(uri: "/api/session", method: .get, headers: [.cookie: cookie])
+                #expect(after.status == .unauthorized)
+                #expect(await store.count == 0)
+            }
+        }
+    }
+
+    /// Waits until `watcher` heard a presence of `user`'s web client saying `online`.
+    static func presence(of user: String, online: Bool, heardBy watcher: TestPeer) async throws {
+        let prefix = "tandem/v1/presence/\(user)/web-"
+        let deadline = ContinuousClock.now + .seconds(15)
+        while ContinuousClock.now < deadline {
+            let heard = watcher.heard(from: 0).filter { $0.topic.hasPrefix(prefix) }
+            if heard.contains(where: { (try? JSON.parse($0.payload))?["online"]?.boolValue == online }) { return }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        Issue.record("no presence of \(user) saying online: \(online)")
+    }
+}

@@ -1,0 +1,440 @@
+#!/usr/bin/env python3
+"""Tandem in a real browser: two people on one board, through scripts/run.
+
+Starts scripts/run (a real mosquitto with the shipped users and ACL, a real coordinator,
+tandem-web) on free loopback ports in a temporary data folder, then drives Debian's
+chromium through Playwright with two browser contexts: alice and bob. Every step saves a
+screenshot under $TANDEM_SCREENSHOTS (default .build/browser-screenshots).
+
+    python3 Tests/browser/board_test.py [--bin-dir .build/debug]
+
+Exits 0 when every check passed; prints "N passed, N failed" last.
+"""
+import argparse
+import json
+import os
+import random
+import signal
+import socket
+import string
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+from playwright.sync_api import sync_playwright, expect
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CHROMIUM = os.environ.get("TANDEM_CHROMIUM", "/usr/bin/chromium")
+SHOTS = os.environ.get("TANDEM_SCREENSHOTS", os.path.join(ROOT, ".build", "browser-screenshots"))
+
+passed, failed = [], []
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def check(name, body):
+    """Runs one step; a failure is recorded with its message and the run goes on."""
+    try:
+        body()
+        passed.append(name)
+        print(f"ok   {name}", flush=True)
+    except Exception as error:  # noqa: BLE001 - every failure is reported, none hidden
+        failed.append(name)
+        print(f"FAIL {name}: {error}", flush=True)
+
+
+def shot(page, name):
+    os.makedirs(SHOTS, exist_ok=True)
+    page.screenshot(path=os.path.join(SHOTS, f"{name}.png"))
+
+
+class System:
+    """scripts/run on free ports: broker, coordinator and tandem-web."""
+
+    def __init__(self, bin_dir):
+        self.bin_dir = bin_dir
+        self.data = tempfile.mkdtemp(prefix="tandem-browser-")
+        self.mqtt_port, self.http_port = free_port(), free_port()
+        env = dict(os.environ,
+                   TANDEM_DATA_DIR=self.data, TANDEM_MQTT_PORT=str(self.mqtt_port), TANDEM_HTTP_PORT=str(self.http_port),
+                   TANDEM_COORDINATOR_BIN=os.path.join(bin_dir, "tandem-coordinator"),
+                   TANDEM_WEB_BIN=os.path.join(bin_dir, "tandem-web"))
+        self.log = open(os.path.join(self.data, "run.out"), "w")
+        self.process = subprocess.Popen(["bash", os.path.join(ROOT, "scripts", "run"), "--log-level", "info"], env=env,
+                                        stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.url = f"http://127.0.0.1:{self.http_port}"
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"scripts/run exited ({self.process.returncode}):\n{self.output()}")
+            if "tandem-web is up" in self.output():
+                return
+            time.sleep(0.2)
+        raise RuntimeError(f"tandem-web did not come up within 120 s:\n{self.output()}")
+
+    def output(self):
+        with open(os.path.join(self.data, "run.out")) as f:
+            return f.read()
+
+    def stop(self):
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+        # The broker runs in a session of its own (scripts/run stops it last): if
+        # scripts/run was killed before it could, nothing of this run is left behind.
+        leftover = subprocess.run(["pgrep", "-f", "--", os.path.join(self.data, "mosquitto.conf")],
+                                  capture_output=True, text=True).stdout.split()
+        for pid in leftover:
+            os.kill(int(pid), signal.SIGKILL)
+
+
+def side_by_side(browser, names, out):
+    """Two screenshots of this run next to each other, captioned, as one PNG (the README's
+    picture of two people on one board)."""
+    import base64
+    cells = ""
+    for caption, name in names:
+        with open(os.path.join(SHOTS, f"{name}.png"), "rb") as f:
+            data = base64.b64encode(f.read()).decode()
+        cells += (f'<figure><figcaption>{caption}</figcaption>'
+                  f'<img src="data:image/png;base64,{data}"></figure>')
+    page = browser.new_page(viewport={"width": 1640, "height": 620})
+    page.set_content(
+        "<style>body{margin:0;background:#e5e7eb;font:15px system-ui,sans-serif;display:flex;gap:16px;padding:16px}"
+        "figure{margin:0;flex:1}figcaption{font-weight:600;margin-bottom:6px}"
+        "img{width:100%;border-radius:8px;box-shadow:0 2px 8px #0003}</style>" + cells)
+    page.screenshot(path=os.path.join(SHOTS, f"{out}.png"), full_page=True)
+    page.close()
+
+
+def sign_in(page, url, user, password):
+    page.goto(url)
+    page.fill("#sign-in-form input[name=username]", user)
+    page.fill("#sign-in-form input[name=password]", password)
+    page.click("#sign-in-form button[type=submit]")
+
+
+def sticker_box(page, sticker_id):
+    return page.locator(f'.sticker[data-id="{sticker_id}"]').bounding_box()
+
+
+def run(system):
+    # Waited for, never timed: a busy machine only makes the run slower.
+    expect.set_options(timeout=20_000)
+    room = "board-" + "".join(random.choices(string.ascii_lowercase, k=6))
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        viewport = {"width": 1200, "height": 800}
+        alice_context, bob_context = browser.new_context(viewport=viewport), browser.new_context(viewport=viewport)
+        alice, bob = alice_context.new_page(), bob_context.new_page()
+
+        def page_without_session():
+            stranger = browser.new_context(viewport=viewport).new_page()
+            stranger.goto(system.url)
+            expect(stranger.locator("#sign-in")).to_be_visible()
+            expect(stranger.locator("#app")).to_be_hidden()
+            status = stranger.evaluate("fetch('/api/session').then(r => r.status)")
+            assert status == 401, f"/api/session without a cookie: {status}"
+            # A socket without a session is refused: it closes without a single frame.
+            heard = stranger.evaluate("""() => new Promise((done) => {
+                const frames = []; const ws = new WebSocket(`ws://${location.host}/ws`);
+                ws.onmessage = (e) => frames.push(e.data); ws.onclose = () => done(frames); })""")
+            assert heard == [], f"a socket without a session heard {heard}"
+            shot(stranger, "01-sign-in")
+        check("a page without a session gets nothing", page_without_session)
+
+        def wrong_password():
+            sign_in(alice, system.url, "alice", "not-her-password")
+            expect(alice.locator("#sign-in-error")).to_contain_text("wrong username or password")
+            expect(alice.locator("#app")).to_be_hidden()
+            shot(alice, "02-wrong-password")
+        check("sign-in with a wrong password is refused", wrong_password)
+
+        def both_sign_in():
+            sign_in(alice, system.url, "alice", "alice-demo")
+            sign_in(bob, system.url, "bob", "bob-demo")
+            expect(alice.locator("#whoami")).to_have_text("alice")
+            expect(bob.locator("#whoami")).to_have_text("bob")
+            cookie = [c for c in alice_context.cookies() if c["name"] == "tandem_session"][0]
+            assert cookie["httpOnly"] and cookie["sameSite"] == "Strict", cookie
+            assert alice.evaluate("document.cookie") == "", "the session cookie is readable from JavaScript"
+            expect(alice.locator("#presence")).to_contain_text("bob")
+        check("alice and bob sign in and see each other online", both_sign_in)
+
+        def make_room_and_invite():
+            alice.fill("#open-room input[name=room]", room)
+            alice.select_option("#open-room select[name=photo]", "beach")
+            alice.click("#open-room button[type=submit]")
+            expect(alice.locator("#room-members")).to_contain_text("alice (owner)")
+            alice.fill("#invite input[name=member]", "bob")
+            alice.click("#invite button[type=submit]")
+            expect(alice.locator("#room-members")).to_contain_text("bob (editor)")
+            expect(bob.locator("#room-list")).to_contain_text(room)
+            bob.click(f"#room-list li:has-text('{room}')")
+            expect(bob.locator("#room-members")).to_contain_text("alice (owner)")
+            style = bob.locator("#photo").get_attribute("style") or ""
+            assert "beach" in style, f"bob's board has no beach photo: {style}"
+        check("alice makes a room with a photo and invites bob", make_room_and_invite)
+
+        state = {}
+
+        def create_and_see():
+            alice.click("#palette button[data-sticker=star]")
+            sticker = alice.locator(".sticker").first
+            expect(sticker).to_be_visible()
+            state["id"] = sticker.get_attribute("data-id")
+            started = time.monotonic()
+            # Waited for, not timed (the machine may be busy): the time is printed.
+            expect(bob.locator(f'.sticker[data-id="{state["id"]}"]')).to_be_visible()
+            print(f"     bob saw it {time.monotonic() - started:.2f} s after alice's page showed it")
+            shot(alice, "03-alice-created-a-sticker")
+            shot(bob, "04-bob-sees-it")
+        check("alice creates a sticker, bob sees it", create_and_see)
+
+        def drag_shows_lock():
+            sid = state["id"]
+            before = sticker_box(bob, sid)
+            box = sticker_box(alice, sid)
+            x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+            alice.mouse.move(x, y)
+            alice.mouse.down()
+            for step in range(1, 11):
+                alice.mouse.move(x + step * 15, y + step * 8)
+                alice.wait_for_timeout(30)
+            lock = bob.locator(f'.sticker[data-id="{sid}"] .lock')
+            expect(lock).to_contain_text("alice")
+            bob.wait_for_function(
+                f"""() => {{ const el = document.querySelector('.sticker[data-id="{sid}"]');
+                    return el && Math.abs(el.getBoundingClientRect().x - {before['x']}) > 50; }}""")
+            shot(bob, "05-bob-sees-alice-holding-it")
+            shot(alice, "06-alice-dragging")
+            side_by_side(browser, [("alice drags the star", "06-alice-dragging"),
+                                   ("bob sees it move, held by alice", "05-bob-sees-alice-holding-it")],
+                         "two-users-on-one-board")
+            state["held"] = (x, y)
+        check("alice drags: bob sees the lock badge and the sticker moving", drag_shows_lock)
+
+        def bob_cannot_drag():
+            sid = state["id"]
+            box = sticker_box(bob, sid)
+            bob.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+            bob.mouse.down()
+            bob.mouse.move(box["x"] + 200, box["y"] + 150, steps=5)
+            bob.mouse.up()
+            expect(bob.locator("#toast")).to_contain_text("alice is holding this sticker")
+            after = sticker_box(bob, sid)
+            assert abs(after["x"] - box["x"]) < 2 and abs(after["y"] - box["y"]) < 2, f"bob moved it: {box} -> {after}"
+            shot(bob, "07-bob-cannot-drag")
+        check("bob cannot drag a sticker alice holds", bob_cannot_drag)
+
+        def rejected_edit_snaps_back():
+            sid = state["id"]
+            box = sticker_box(bob, sid)
+            # Bob's page sends a move anyway (as a page that raced alice would): the
+            # coordinator refuses it and bob's board snaps back, with a message.
+            bob.evaluate(f"""sendWithRef({{ type: "edit", room: state.room, op: "update", sticker: "{sid}",
+                frame: {{ x: 10, y: 10, width: 120, height: 120 }} }}, {{ label: "move", sticker: "{sid}" }})""")
+            expect(bob.locator("#toast")).to_contain_text("someone else holds it")
+            after = sticker_box(bob, sid)
+            assert abs(after["x"] - box["x"]) < 2 and abs(after["y"] - box["y"]) < 2, f"not snapped back: {box} -> {after}"
+            shot(bob, "08-bob-rejected-edit-snapped-back")
+        check("a rejected edit snaps back on the sender's page", rejected_edit_snaps_back)
+
+        def release():
+            alice.mouse.up()
+            sid = state["id"]
+            expect(bob.locator(f'.sticker[data-id="{sid}"] .lock')).to_have_count(0)
+            shot(alice, "09-alice-let-go")
+        check("alice lets go: the lock goes on bob's page", release)
+
+        def resize_with_the_handle():
+            sid = state["id"]
+            before = sticker_box(bob, sid)
+            handle = alice.locator(f'.sticker[data-id="{sid}"] .handle').bounding_box()
+            hx, hy = handle["x"] + handle["width"] / 2, handle["y"] + handle["height"] / 2
+            alice.mouse.move(hx, hy)
+            alice.mouse.down()
+            alice.mouse.move(hx + 60, hy + 40, steps=6)
+            alice.mouse.up()
+            bob.wait_for_function(
+                f"""() => {{ const el = document.querySelector('.sticker[data-id="{sid}"]');
+                    return el && el.getBoundingClientRect().width > {before['width']} + 30; }}""")
+            expect(bob.locator(f'.sticker[data-id="{sid}"] .lock')).to_have_count(0)
+            shot(bob, "10-bob-sees-it-resized")
+        check("alice resizes with the handle: bob sees it bigger", resize_with_the_handle)
+
+        def arrow_keys_move():
+            sid = state["id"]
+            before = sticker_box(bob, sid)
+            box = sticker_box(alice, sid)
+            alice.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+            expect(alice.locator(f'.sticker[data-id="{sid}"].selected')).to_have_count(1)
+            expect(bob.locator(f'.sticker[data-id="{sid}"] .lock')).to_have_count(0)
+            for _ in range(4):
+                alice.keyboard.press("ArrowRight")
+            alice.keyboard.press("ArrowDown")
+            bob.wait_for_function(
+                f"""() => {{ const el = document.querySelector('.sticker[data-id="{sid}"]');
+                    return el && el.getBoundingClientRect().x > {before['x']} + 20; }}""")
+            expect(bob.locator(f'.sticker[data-id="{sid}"] .lock')).to_have_count(0)
+            shot(alice, "11-alice-moved-it-with-the-arrow-keys")
+        check("the arrow keys move the selected sticker", arrow_keys_move)
+
+        def delete_key_removes():
+            alice.click("#palette button[data-sticker=heart]")
+            heart = alice.locator('.sticker:has(img[alt=heart])')
+            expect(heart).to_have_count(1)
+            hid = heart.get_attribute("data-id")
+            expect(bob.locator(f'.sticker[data-id="{hid}"]')).to_be_visible()
+            expect(bob.locator(f'.sticker[data-id="{hid}"] .lock')).to_have_count(0)
+            box = sticker_box(alice, hid)
+            alice.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+            expect(bob.locator(f'.sticker[data-id="{hid}"] .lock')).to_have_count(0)
+            alice.keyboard.press("Delete")
+            expect(bob.locator(f'.sticker[data-id="{hid}"]')).to_have_count(0)
+            expect(alice.locator(f'.sticker[data-id="{hid}"]')).to_have_count(0)
+        check("Delete removes the selected sticker, on both pages", delete_key_removes)
+
+        def owner_changes_a_role():
+            alice.select_option('#room-members select[data-member=bob]', "viewer")
+            expect(bob.locator("#room-members")).to_contain_text("bob (viewer)")
+            bob.click("#palette button[data-sticker=sun]")
+            expect(bob.locator("#toast")).to_contain_text("add sun")
+            expect(bob.locator(".sticker:has(img[alt=sun])")).to_have_count(0)
+            shot(bob, "12-bob-a-viewer-cannot-add")
+            alice.select_option('#room-members select[data-member=bob]', "editor")
+            expect(bob.locator("#room-members")).to_contain_text("bob (editor)")
+            expect(bob.locator("#toast")).to_be_hidden()
+        check("the owner makes bob a viewer (his edit is refused), then an editor again", owner_changes_a_role)
+
+        def chat_request_accept_messages_read_marks():
+            alice.click(".tabs button[data-view=chats]")
+            alice.fill("#new-chat input[name=peer]", "bob")
+            alice.click("#new-chat button[type=submit]")
+            expect(alice.locator("#chat-list")).to_contain_text("bob · pending")
+            bob.click(".tabs button[data-view=chats]")
+            expect(bob.locator("#chat-list")).to_contain_text("alice · received")
+            bob.click("#chat-list li:has-text('alice')")
+            shot(bob, "13-bob-has-a-chat-request")
+            bob.click("#chat-actions button:has-text('Accept')")
+            expect(bob.locator("#chat-title")).to_contain_text("alice (active)")
+            expect(alice.locator("#chat-title")).to_contain_text("bob (active)")
+            # bob looks at the board: alice's message is unread there.
+            bob.click(".tabs button[data-view=rooms]")
+            alice.fill("#send-message input[name=text]", "hello bob, nice beach")
+            alice.click("#send-message button[type=submit]")
+            expect(bob.locator("#unread-total")).to_have_text("1")
+            shot(bob, "14-bob-has-one-unread")
+            expect(alice.locator("#messages li.mine").last).to_contain_text("✓ sent")
+            bob.click(".tabs button[data-view=chats]")
+            expect(bob.locator("#messages")).to_contain_text("hello bob, nice beach")
+            expect(bob.locator("#unread-total")).to_be_hidden()
+            expect(alice.locator("#messages li.mine").last).to_contain_text("✓✓ read")
+            bob.fill("#send-message input[name=text]", "hi alice! on my way")
+            bob.click("#send-message button[type=submit]")
+            expect(alice.locator("#messages")).to_contain_text("hi alice! on my way")
+            expect(bob.locator("#messages li.mine").last).to_contain_text("✓✓ read")
+            shot(alice, "15-alice-chat-read-marks")
+            shot(bob, "16-bob-chat-read-marks")
+            side_by_side(browser, [("alice", "15-alice-chat-read-marks"), ("bob", "16-bob-chat-read-marks")],
+                         "two-users-chatting")
+        check("a chat: request, accept, messages both ways, unread count, read marks", chat_request_accept_messages_read_marks)
+
+        def older_history_on_scroll():
+            # 60 more messages from alice: bob's page shows the latest 50, the first ones
+            # come from the coordinator's history when he scrolls up.
+            alice.evaluate("""() => { for (let i = 1; i <= 60; i++)
+                sendWithRef({ type: "dm", op: "message", peer: "bob", text: `message ${i} of 60` }, { label: "message" }); }""")
+            expect(bob.locator("#messages")).to_contain_text("message 60 of 60")
+            expect(bob.locator("#messages")).not_to_contain_text("hello bob, nice beach")
+            bob.locator("#messages").evaluate("(list) => { list.scrollTop = 0; list.dispatchEvent(new Event('scroll')); }")
+            expect(bob.locator("#messages")).to_contain_text("hello bob, nice beach")
+            expect(bob.locator("#messages")).to_contain_text("message 1 of 60")
+            bob.locator("#messages").evaluate("(list) => { list.scrollTop = 0; list.dispatchEvent(new Event('scroll')); }")
+            expect(bob.locator("#messages .older-marker")).to_contain_text("the start of the conversation")
+            shot(bob, "17-bob-scrolled-to-older-history")
+        check("older history loads on scroll", older_history_on_scroll)
+
+        def workout_card():
+            workout = "run-" + "".join(random.choices(string.ascii_lowercase, k=5))
+            password = os.path.join(system.data, "alice.password")
+            with open(password, "w") as f:
+                f.write("alice-demo\n")
+            agent = subprocess.Popen(
+                [os.path.join(system.bin_dir, "tandem-agent"), "workout", "--host", "127.0.0.1", "--port", str(system.mqtt_port),
+                 "--username", "alice", "--password-file", password, "--device", "watch", "--start-origin", "local",
+                 "--workout", workout, "--duration", "12", "--flight-interval", "1"],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            try:
+                alice.click(".tabs button[data-view=workouts]")
+                card = alice.locator(f'.workout[data-id="{workout}"]')
+                expect(card.locator(".status")).to_have_text("running")
+                expect(card.locator("dd[data-field=origin]")).to_contain_text("watch")
+                expect(card.locator("dd[data-field=heart-rate]")).to_contain_text("bpm")
+                expect(card.locator("dd[data-field=distance]")).to_contain_text("km")
+                expect(card.locator("dd[data-field=pace]")).to_contain_text("/km")
+                alice.wait_for_function(
+                    f"""() => {{ const line = document.querySelector('.workout[data-id="{workout}"] polyline');
+                        return line && line.getAttribute('points').split(' ').length >= 3; }}""")
+                shot(alice, "18-alice-workout-live")
+                expect(card.locator(".status")).to_have_text("finished", timeout=60_000)
+                shot(alice, "19-alice-workout-finished")
+                assert agent.wait(timeout=60) == 0, f"tandem-agent workout exited {agent.returncode}"
+            finally:
+                if agent.poll() is None:
+                    agent.kill()
+                    agent.wait()
+        check("a workout driven by tandem-agent shows live on the page", workout_card)
+
+        def removed_member_loses_the_board():
+            alice.click(".tabs button[data-view=rooms]")
+            bob.click(".tabs button[data-view=rooms]")
+            expect(bob.locator(".sticker")).not_to_have_count(0)
+            alice.click("#room-members button[title='remove bob']")
+            expect(bob.locator("#room-notice")).to_contain_text("no longer a member")
+            expect(bob.locator(".sticker")).to_have_count(0)
+            expect(bob.locator("#room-list")).not_to_contain_text(room)
+            expect(alice.locator("#room-members")).not_to_contain_text("bob")
+            shot(bob, "20-bob-removed-from-the-room")
+        check("the owner removes bob: his board goes away, with a notice", removed_member_loses_the_board)
+
+        def sign_out_ends_session():
+            bob.click("#sign-out")
+            expect(bob.locator("#sign-in")).to_be_visible()
+            expect(alice.locator("#presence")).not_to_contain_text("bob")
+        check("bob signs out: alice sees him go offline", sign_out_ends_session)
+
+        browser.close()
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--bin-dir", default=os.path.join(ROOT, ".build", "debug"))
+    args = parser.parse_args()
+    if not os.path.exists(CHROMIUM):
+        print(f"notice: skipping the browser tests: {CHROMIUM} is not installed (apt-get install --no-install-recommends chromium)")
+        return 0
+    system = System(os.path.abspath(args.bin_dir))
+    try:
+        run(system)
+    finally:
+        system.stop()
+    if failed:
+        print(f"--- scripts/run's output ({system.data}/run.out):\n{system.output()[-4000:]}")
+    print(f"screenshots in {SHOTS}")
+    print(f"{len(passed)} passed, {len(failed)} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
