@@ -47,6 +47,8 @@ let package = Package(
             pkgConfig: "libmosquitto",
             providers: [.apt(["libmosquitto-dev"])]
         ),
+        // glibc's mallopt (the coordinator caps its malloc arenas).
+        .systemLibrary(name: "CMalloc"),
         .systemLibrary(
             name: "CSQLite",
             pkgConfig: "sqlite3",
@@ -140,7 +142,7 @@ let package = Package(
         .executableTarget(
             name: "tandem-coordinator",
             dependencies: [
-                "TandemCoordinator", "TandemMQTT", "TandemLogging", "TandemCommandLine",
+                "CMalloc", "TandemCoordinator", "TandemMQTT", "TandemLogging", "TandemCommandLine",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
