@@ -189,11 +189,13 @@ public actor WebSession {
             continuation.finish()
         }
         tabs.removeAll()
+        // The store forgets it first: once anyone can see it offline, its cookie is no
+        // longer a session (theLastTabClosingEndsTheSession raced the other way).
+        await onEnd?(self)
+        onEnd = nil
         // Not cancelled with whoever ended it (a sign-out whose browser went away): the
         // offline presence is published before the MQTT session closes.
         let client = client
         await Task { await client.close() }.value
-        await onEnd?(self)
-        onEnd = nil
     }
 }
