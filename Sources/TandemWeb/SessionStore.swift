@@ -81,7 +81,7 @@ public actor SessionStore: Service {
         }
         let session = WebSession(
             token: token, user: username, client: client, tabGrace: settings.tabGrace,
-            pacer: Pacer(ratePerSecond: settings.framesPerSecond, burst: settings.frameBurst, now: WallClock.now()), logger: logger)
+            pacer: TokenBucket(ratePerSecond: settings.framesPerSecond, burst: settings.frameBurst, now: WallClock.now()), logger: logger)
         do {
             try await session.start(timeout: settings.connectTimeout) { [weak self] ended in
                 await self?.forget(ended)

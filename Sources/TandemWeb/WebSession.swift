@@ -35,7 +35,7 @@ extension AsyncStream<OutFrame>.Continuation {
 ///
 /// - What every tab shows of the person (their rooms, who is online, their
 ///   conversations) is followed once here and handed to each tab, the latest first.
-/// - Frames from all the person's tabs share one ``Pacer``: a session that sends too
+/// - Frames from all the person's tabs share one ``TokenBucket``: a session that sends too
 ///   fast is slowed, never dropped.
 /// - The session ends on sign-out, or `tabGrace` after its last tab closed (a reload
 ///   opens the next one within it); ending closes the MQTT session, so presence says
@@ -47,7 +47,7 @@ public actor WebSession {
     public nonisolated let client: TandemClient
     private let logger: Logger
     private let tabGrace: Duration
-    private var pacer: Pacer
+    private var pacer: TokenBucket
     private var tabs: [Int: AsyncStream<OutFrame>.Continuation] = [:]
     private var nextTab = 0
     /// The latest frame of each kind that every tab shows (rooms, presence, conversations).
@@ -62,7 +62,7 @@ public actor WebSession {
     private var onEnd: (@Sendable (WebSession) async -> Void)?
     public private(set) var hasEnded = false
 
-    init(token: String, user: String, client: TandemClient, tabGrace: Duration, pacer: Pacer, logger: Logger) {
+    init(token: String, user: String, client: TandemClient, tabGrace: Duration, pacer: TokenBucket, logger: Logger) {
         self.token = token
         self.user = user
         self.client = client

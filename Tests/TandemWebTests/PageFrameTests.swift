@@ -106,7 +106,7 @@ import TandemCore
 /// A session that sends too fast waits; nothing is dropped.
 @Suite struct PacerTests {
     @Test func burstGoesAtOnceThenFramesWait() {
-        var pacer = Pacer(ratePerSecond: 10, burst: 3, now: 0)
+        var pacer = TokenBucket(ratePerSecond: 10, burst: 3, now: 0)
         #expect((0..<3).map { _ in pacer.reserve(now: 0) } == [0, 0, 0])
         // The next ones are reserved ahead, 100 ms apart.
         #expect(pacer.reserve(now: 0) == 100)
@@ -114,7 +114,7 @@ import TandemCore
     }
 
     @Test func refillsWithTime() {
-        var pacer = Pacer(ratePerSecond: 10, burst: 2, now: 0)
+        var pacer = TokenBucket(ratePerSecond: 10, burst: 2, now: 0)
         _ = pacer.reserve(now: 0)
         _ = pacer.reserve(now: 0)
         #expect(pacer.reserve(now: 100) == 0)

@@ -26,6 +26,16 @@ public struct TokenBucket: Sendable, Equatable {
         tokens + Double(max(0, now - updatedAt)) * ratePerSecond / 1000 >= burst
     }
 
+    /// Takes a token for one frame at `now` even when none is left, reserving ahead;
+    /// returns how many milliseconds it waits before it is handled (0: at once). How
+    /// tandem-web slows a session that sends too fast instead of dropping its frames.
+    public mutating func reserve(now: Millis) -> Millis {
+        refill(now: now)
+        tokens -= 1
+        guard tokens < 0, ratePerSecond > 0 else { return 0 }
+        return Millis((-tokens * 1000 / ratePerSecond).rounded(.up))
+    }
+
     mutating func refill(now: Millis) {
         guard now > updatedAt else { return }
         tokens = min(burst, tokens + Double(now - updatedAt) * ratePerSecond / 1000)
