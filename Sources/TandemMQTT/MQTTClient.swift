@@ -7,6 +7,10 @@ import Synchronization
 ///
 /// libmosquitto runs on a thread of this client's own (``ClientCore/runLoop()``): it
 /// connects, reconnects with a capped backoff, and calls back on that thread. The
+/// thread waits in `poll(2)` (``ClientCore/loopOnce(timeout:)``), not in
+/// `mosquitto_loop()`, whose `select(2)` refuses any socket numbered 1,024 or more: a
+/// process with many connections (tandem-web holds one per signed-in person) would
+/// otherwise stop at about 250 of them. The
 /// callbacks copy what they receive and hand it over through continuations and
 /// `AsyncStream`s; they never run caller code.
 ///
@@ -119,6 +123,11 @@ final class ClientCore: @unchecked Sendable {
     let eventsContinuation: AsyncStream<MQTTConnectionEvent>.Continuation
     /// Wakes the loop thread out of its backoff sleep when stopping.
     let wake = DispatchSemaphore(value: 0)
+    /// An eventfd that wakes the loop thread's `poll` when another thread has queued a
+    /// packet (publish, subscribe, disconnect): libmosquitto's own wake-up socket pair is
+    /// read only by `mosquitto_loop()`. ``kick()`` writes it at most once per turn.
+    let wakeFD: Int32
+    let wakePending = Atomic<Bool>(false)
     let loopFinished = DispatchSemaphore(value: 0)
 
     struct State {
@@ -175,8 +184,14 @@ final class ClientCore: @unchecked Sendable {
         self.configuration = configuration
         self.logger = logger
         (events, eventsContinuation) = AsyncStream.makeStream(of: MQTTConnectionEvent.self, bufferingPolicy: .bufferingNewest(64))
+        let fd = eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC))
+        guard fd >= 0 else {
+            throw MQTTError(.library(code: MOSQ_ERR_ERRNO.rawValue), "eventfd failed for client id \(configuration.clientId): \(String(cString: strerror(errno)))")
+        }
+        wakeFD = fd
         let cleanStart = configuration.session == .cleanStart
         guard let handle = mosquitto_new(configuration.clientId, cleanStart, nil) else {
+            close(fd)
             throw MQTTError(.library(code: MOSQ_ERR_NOMEM.rawValue), "mosquitto_new failed for client id \(configuration.clientId)")
         }
         mosq = handle
@@ -184,12 +199,14 @@ final class ClientCore: @unchecked Sendable {
             try configure()
         } catch {
             mosquitto_destroy(handle)
+            close(fd)
             throw error
         }
     }
 
     deinit {
         mosquitto_destroy(mosq)
+        close(wakeFD)
     }
 
     private func configure() throws(MQTTError) {
@@ -252,6 +269,9 @@ final class ClientCore: @unchecked Sendable {
         shutSocket()
         wake.signal()
     }
+
+    /// The connection's socket, -1 without one.
+    var socketDescriptor: Int32 { mosquitto_socket(mosq) }
 
     /// shutdown(2), not close(2): the descriptor stays valid for the loop thread, which
     /// sees the connection fail; nothing more is sent on it, not even a DISCONNECT.
@@ -339,7 +359,7 @@ final class ClientCore: @unchecked Sendable {
                 }
             }
             // With a gate, wake up often enough to notice it closing.
-            let rc = mosquitto_loop(mosq, configuration.gate == nil ? 1000 : 100, 1)
+            let rc = loopOnce(timeout: configuration.gate == nil ? 1000 : 100)
             if rc == MOSQ_ERR_TLS.rawValue, failTLSForGood() {
                 socketOpen = false
                 break
@@ -368,10 +388,63 @@ final class ClientCore: @unchecked Sendable {
         }
         // Flush a final DISCONNECT if one was queued (never once cut off).
         if socketOpen, state.withLock({ $0.cutReason == nil }) {
-            for _ in 0..<20 where mosquitto_loop(mosq, 50, 1) == MOSQ_ERR_SUCCESS.rawValue {}
+            for _ in 0..<20 where loopOnce(timeout: 50) == MOSQ_ERR_SUCCESS.rawValue {}
         }
         _ = markDisconnected(reason: "client shut down")
         state.withLock { $0.phase = .stopped }
+    }
+
+    /// One turn of the loop, what `mosquitto_loop(mosq, timeout, 1)` does, over `poll(2)`:
+    /// wait until the socket is readable (or writable, when libmosquitto has something to
+    /// send), another thread kicked, or `timeout` milliseconds passed; then read, write and
+    /// run libmosquitto's keepalive. Returns libmosquitto's code; anything but success
+    /// means the connection is gone (libmosquitto has closed the socket).
+    func loopOnce(timeout: Int32) -> Int32 {
+        let sock = mosquitto_socket(mosq)
+        guard sock >= 0 else { return MOSQ_ERR_NO_CONN.rawValue }
+        // Read without libmosquitto's lock (it has no locked accessor): a packet queued
+        // just after this look also kicks, so the poll below wakes for it.
+        let wantWrite = mosquitto_want_write(mosq)
+        var fds = (
+            pollfd(fd: sock, events: Int16(POLLIN) | (wantWrite ? Int16(POLLOUT) : 0), revents: 0),
+            pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0))
+        let ready = withUnsafeMutableBytes(of: &fds) { raw in
+            poll(raw.baseAddress!.assumingMemoryBound(to: pollfd.self), 2, timeout)
+        }
+        if ready < 0 {
+            return errno == EINTR ? MOSQ_ERR_SUCCESS.rawValue : MOSQ_ERR_ERRNO.rawValue
+        }
+        var write = fds.0.revents & Int16(POLLOUT) != 0
+        if fds.1.revents & Int16(POLLIN) != 0 {
+            // Drain first, then allow the next kick: a packet queued after the drain
+            // either is seen by this turn's write or writes the eventfd again.
+            var count: UInt64 = 0
+            _ = read(wakeFD, &count, MemoryLayout<UInt64>.size)
+            wakePending.store(false, ordering: .sequentiallyConsistent)
+            write = true
+        }
+        // With TLS, a handshake still under way goes on in mosquitto_loop_read (for
+        // writability as well: the TLS layer may have asked for it).
+        let read = fds.0.revents & Int16(POLLIN | POLLHUP | POLLERR) != 0
+            || (write && configuration.tls != nil)
+        if read {
+            let rc = mosquitto_loop_read(mosq, 1)
+            if rc != MOSQ_ERR_SUCCESS.rawValue || mosquitto_socket(mosq) < 0 { return rc }
+        }
+        if write {
+            let rc = mosquitto_loop_write(mosq, 1)
+            if rc != MOSQ_ERR_SUCCESS.rawValue || mosquitto_socket(mosq) < 0 { return rc }
+        }
+        return mosquitto_loop_misc(mosq)
+    }
+
+    /// Wakes the loop thread after this thread queued a packet with libmosquitto, so
+    /// that it is written now rather than at the next timeout. Cheap when the loop has
+    /// not yet taken the previous kick.
+    func kick() {
+        guard !wakePending.exchange(true, ordering: .sequentiallyConsistent) else { return }
+        var one: UInt64 = 1
+        _ = Glibc.write(wakeFD, &one, MemoryLayout<UInt64>.size)
     }
 
     /// The gate closed or the client was cut off: shut the socket without a DISCONNECT,
@@ -483,7 +556,8 @@ final class ClientCore: @unchecked Sendable {
 
     /// Hands one message to libmosquitto.
     func send(_ message: Outgoing) -> Int32 {
-        message.payload.withUnsafeBytes { buf in
+        defer { kick() }
+        return message.payload.withUnsafeBytes { buf in
             mosquitto_publish_v5(mosq, nil, message.topic, Int32(buf.count), buf.baseAddress, message.qos.rawValue, message.retain, nil)
         }
     }
@@ -524,6 +598,7 @@ final class ClientCore: @unchecked Sendable {
                     let rc = payload.withUnsafeBytes { buf in
                         mosquitto_publish_v5(mosq, &mid, topic, Int32(buf.count), buf.baseAddress, qos.rawValue, retain, props)
                     }
+                    kick()
                     if rc != MOSQ_ERR_SUCCESS.rawValue {
                         return MQTTError(.library(code: rc), "publish to \(topic): \(LibMosquitto.errorString(rc))")
                     }
@@ -604,6 +679,7 @@ final class ClientCore: @unchecked Sendable {
                 mosquitto_subscribe_multiple(mosq, &mid, Int32(filters.count), ptr, qos.rawValue, 0, nil)
             }
         }
+        kick()
         try MQTTError.check(rc, "subscribe to \(filters.joined(separator: ", "))")
         return mid
     }
@@ -619,6 +695,7 @@ final class ClientCore: @unchecked Sendable {
             for filter in unused {
                 _ = mosquitto_unsubscribe_v5(mosq, nil, filter, nil)
             }
+            kick()
         }
     }
 
@@ -636,6 +713,7 @@ final class ClientCore: @unchecked Sendable {
             return
         }
         _ = mosquitto_disconnect_v5(mosq, 0, nil)
+        kick()
         wake.signal()
         await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
             let thread = Thread { [self] in
@@ -655,6 +733,7 @@ final class ClientCore: @unchecked Sendable {
         }
         if running {
             _ = mosquitto_disconnect_v5(mosq, 0, nil)
+            kick()
             wake.signal()
             loopFinished.wait()
         }

@@ -203,6 +203,55 @@ import TestSupport
             await c.disconnect()
         }
     }
+
+    /// A process with many open files (tandem-web holds a few per signed-in person)
+    /// gives a new connection a descriptor numbered past 1,024, which `select(2)`, and so
+    /// `mosquitto_loop()`, refuses. The client waits in `poll(2)`: such a connection
+    /// publishes, subscribes, receives and disconnects like any other.
+    @Test func aSocketNumberedPastSelectsLimitWorks() async throws {
+        var limit = rlimit()
+        getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+        if limit.rlim_cur < 2048 {
+            limit.rlim_cur = min(limit.rlim_max, 2048)
+            setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+        }
+        try #require(limit.rlim_cur >= 1200, "this test needs at least 1,200 open files (ulimit -n); the hard limit is \(limit.rlim_max)")
+        try await withBroker(.open) { broker in
+            var held: [Int32] = []
+            defer { held.forEach { close($0) } }
+            // Every number below 1,100 taken (a new descriptor gets the lowest free
+            // one); other tests running at the same time may free one meanwhile, so fill
+            // the holes again and connect until the socket really is numbered past it.
+            var high: MQTTClient?
+            for _ in 0..<50 where high == nil {
+                var fd: Int32
+                repeat {
+                    fd = open("/dev/null", O_RDONLY | O_CLOEXEC)
+                    try #require(fd >= 0, "open /dev/null: \(String(cString: strerror(errno)))")
+                    held.append(fd)
+                } while fd < 1100
+                let candidate = try client(broker)
+                try await candidate.connect()
+                if candidate.core.socketDescriptor >= 1024 { high = candidate } else { await candidate.disconnect() }
+            }
+            let a = try #require(high, "no connection got a descriptor numbered 1,024 or more")
+            let b = try client(broker)
+            try await b.connect()
+            let subscription = try await a.subscribe("high/#")
+            for i in 0..<50 { try await b.publish("high/\(i)", payload: Array("m\(i)".utf8)) }
+            let received = try await collect(50, from: subscription)
+            #expect(received.map(\.payloadString) == (0..<50).map { "m\($0)" })
+            // And the other way: the high connection publishes (QoS 1 waits for PUBACK;
+            // enqueue is written by the loop thread once kicked).
+            let back = try await b.subscribe("back/#")
+            try await a.publish("back/1", payload: Array("one".utf8))
+            try a.enqueue("back/2", payload: Array("two".utf8))
+            #expect(try await collect(2, from: back).map(\.payloadString) == ["one", "two"])
+            await a.disconnect()
+            #expect(a.core.socketDescriptor < 0)
+            await b.disconnect()
+        }
+    }
 }
 
 /// The first message of a subscription, or nil after `seconds`.
