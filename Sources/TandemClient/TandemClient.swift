@@ -69,6 +69,10 @@ public actor TandemClient {
     /// not followed yet), and the listeners to it.
     var presenceClients: [String: [String: Bool]] = [:]
     var presenceListeners: Broadcast<Set<String>>?
+    /// Whose presence is followed: everyone's (`presence/+/+`), or only these users'
+    /// (`presence/{user}/+` each, ``onlineUsers(among:)``).
+    var presenceFollowed = PresenceFollowed.only([])
+    enum PresenceFollowed { case everyone, only(Set<String>) }
     var queries: [String: QuerySlot] = [:]
     /// `users/{user}/responses` is subscribed (from the first query on).
     var followingResponses = false

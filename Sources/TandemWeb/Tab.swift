@@ -182,11 +182,20 @@ actor Tab {
             refuse(PageFrame.Problem(.unavailable, "the room \(room) cannot be watched: \(error)"))
             return
         }
-        if let replica = await session.client.replica(of: room) { send(PageJSON.room(replica)) }
+        if let replica = await session.client.replica(of: room) {
+            send(PageJSON.room(replica))
+            await session.notePeople(replica.members.map(\.userId))
+        }
         roomTask = Task { [weak self] in
+            var members: [RoomMember] = []
             for await update in updates {
                 guard let self, !Task.isCancelled else { return }
-                await self.forward(update, of: room, takenAt: .now)
+                let takenAt = ContinuousClock.now
+                if update.replica.members != members {
+                    members = update.replica.members
+                    await self.session.notePeople(members.map(\.userId))
+                }
+                await self.forward(update, of: room, takenAt: takenAt)
             }
         }
     }

@@ -59,6 +59,8 @@ public actor WebSession {
     static let heartRatePoints = 120
     private var tasks: [Task<Void, Never>] = []
     private var endTimer: Task<Void, Never>?
+    /// The users whose presence is followed (``notePeople(_:)``).
+    private var people: Set<String> = []
     private var onEnd: (@Sendable (WebSession) async -> Void)?
     public private(set) var hasEnded = false
 
@@ -77,7 +79,10 @@ public actor WebSession {
         self.onEnd = onEnd
         do {
             let rooms = try await client.myRooms()
-            let online = try await client.onlineUsers()
+            // Presence of the people this session shows (themselves, their rooms'
+            // members, their chat peers: ``notePeople(_:)``), not of everyone: with
+            // everyone's, each sign-in would reach every session of the process.
+            let online = try await client.onlineUsers(among: [user])
             let conversations = try await client.conversations()
             let workouts = try await client.allWorkoutSnapshots()
             tasks.append(Task { [weak self] in
@@ -102,7 +107,21 @@ public actor WebSession {
         scheduleEnd()
     }
 
-    private func take(_ replica: ConversationReplica) {
+    /// Follows the presence of people the page shows from now on (a room's members,
+    /// a chat's peer): the "presence" frame lists who of them is online.
+    func notePeople(_ users: some Sequence<String>) async {
+        let new = Set(users).subtracting(people)
+        guard !new.isEmpty, !hasEnded else { return }
+        people.formUnion(new)
+        do {
+            try await client.followPresence(of: new)
+        } catch {
+            logger.info("cannot follow presence", metadata: ["users": "\(new.sorted())", "error": "\(error)"])
+        }
+    }
+
+    private func take(_ replica: ConversationReplica) async {
+        if conversations[replica.peer] == nil { await notePeople([replica.peer]) }
         conversations[replica.peer] = replica
         share("conversations", PageJSON.conversations(conversations.values.sorted { $0.updatedAt > $1.updatedAt }))
     }

@@ -124,4 +124,27 @@ import TestSupport
             await coordinator.stop()
         }
     }
+
+    /// `onlineUsers(among:)` follows only the users named (and those added later),
+    /// `presence/{user}/+` each: carol, online first, is not in alice's set until alice
+    /// follows her, and leaves it when she closes.
+    @Test func onlineUsersAmongFollowsOnlyThoseNamed() async throws {
+        try await withBroker(.shipped) { broker in
+            let alice = try client(broker, "alice", device: "web")
+            let bob = try client(broker, "bob", device: "phone")
+            let carol = try client(broker, "carol", device: "phone")
+            let online = try await alice.onlineUsers(among: ["alice", "bob"])
+            try await alice.connect()
+            try await carol.connect()
+            try await bob.connect()
+            let withBob = try await first(online) { $0.contains("bob") }
+            #expect(withBob == ["alice", "bob"], "carol was online before bob, and is not followed")
+            try await alice.followPresence(of: ["carol", "bob"])
+            _ = try await first(online) { $0 == ["alice", "bob", "carol"] }
+            await carol.close()
+            _ = try await first(online) { $0 == ["alice", "bob"] }
+            await bob.close()
+            await alice.close()
+        }
+    }
 }
