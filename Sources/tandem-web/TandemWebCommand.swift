@@ -82,6 +82,8 @@ struct TandemWebCommand: AsyncParsableCommand {
         let (level, format) = (settings.level, settings.format)
         LoggingSystem.bootstrap { label in format.handler(label: label, level: level) }
         let logger = Logger(label: "tandem.web")
+        let files = Self.raiseOpenFileLimit()
+        logger.info("open files: at most \(files) (about 5 a signed-in session)")
         let store = SessionStore(settings: settings.web, logger: logger)
         let app = WebServer.application(store: store, host: settings.host, port: settings.port, logger: logger)
         do {
@@ -90,5 +92,20 @@ struct TandemWebCommand: AsyncParsableCommand {
             logger.critical("stopped", error: error)
             throw ExitCode(1)
         }
+    }
+
+    /// Each signed-in session holds about five descriptors (its MQTT socket,
+    /// libmosquitto's wake-up pair, an eventfd, a WebSocket); a soft limit of 1,024, a
+    /// common default, would stop the process at about 200 sessions. Raised to the hard
+    /// limit, as servers do; returns the limit in force.
+    static func raiseOpenFileLimit() -> UInt {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return 0 }
+        if limit.rlim_cur < limit.rlim_max {
+            var raised = limit
+            raised.rlim_cur = limit.rlim_max
+            if setrlimit(Int32(RLIMIT_NOFILE.rawValue), &raised) == 0 { limit = raised }
+        }
+        return UInt(limit.rlim_cur)
     }
 }
