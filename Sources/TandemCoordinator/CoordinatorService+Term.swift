@@ -18,7 +18,7 @@ extension CoordinatorService {
         case idChecked(Engine.IdCheck, Result<SeenId?, any Error>)
         case shutdown
         /// The leader lease is gone (``LeaseFence``): stop at once, commit and publish nothing.
-        case leaseLost(String)
+        case leaseLost(LeaseLoss)
         /// The batch in flight committed (nil) or failed.
         case committed((any Error)?)
         /// The admin connection to the broker came back, or the broker refused a step's
@@ -28,29 +28,12 @@ extension CoordinatorService {
         case knownUsers(Set<String>)
     }
 
-    /// Pipelined group commit: at most one batch commits at a time, on the store's own
-    /// executor, while the pipeline goes on ingesting. The next batch is taken when that
-    /// commit is done and takes everything due by then, so batches grow with load by
-    /// themselves. What a batch produced is published only after its own commit, in
-    /// batch order; an answer given at once while a batch commits (a duplicate's
-    /// `original`, a rejection's version) may describe that batch's state, so it is
-    /// held and published right after it.
-    struct CommitPipeline {
-        struct InFlight {
-            var publications: [Publication]
-            /// The step's number (``Engine/Step/number``), for ``Engine/committed(through:)``.
-            var number: Int
-            var events: Int
-            var started: ContinuousClock.Instant
-            /// nil when the commit succeeded, else its error.
-            var task: Task<(any Error)?, Never>
-        }
-
-        var inFlight: InFlight?
-        /// Immediate answers that wait for the batch in flight.
-        var held: [Publication] = []
-
-        var isCommitting: Bool { inFlight != nil }
+    /// The commit the service is carrying out for the ``LeaderLoop`` (one at a time).
+    struct CommitInFlight {
+        var events: Int
+        var started: ContinuousClock.Instant
+        /// nil when the commit succeeded, else its error.
+        var task: Task<(any Error)?, Never>
     }
 
     /// Leads with `store` until a shutdown (drained, `.shutdown`) or until `fence` is
@@ -149,20 +132,20 @@ extension CoordinatorService {
         // leader's late copies may be there), in chunks from the pipeline's steps so that
         // they never all sit in memory at once.
         engine.startRepublishing(now: clock.tick())
+        var loop = LeaderLoop(engine: consume engine, leaseDeadline: fence.map { clock.tick(at: $0.deadline) })
 
-        var failure: (any Error)?
         var end = TermEnd.shutdown
         do {
             end = try await pipeline(
-                engine: &engine, client: client, store: store, reader: reader, inputs: inputs, feed: feed,
+                loop: &loop, client: client, store: store, reader: reader, inputs: inputs, feed: feed,
                 startedAt: startedAt, term: term, fence: fence, checkpointer: checkpointer, access: access)
         } catch {
-            if let lost = fence?.lostReason {
-                end = .leaseLost(lost)
-            } else {
-                failure = error
-                logger.critical("stopping after an error", error: error)
-            }
+            health.role = .stopping
+            exporter.stoppedLeading(lost: fence?.lostReason != nil)
+            await closeAll()
+            if let lost = fence?.lostReason { return .leaseLost(lost) }
+            logger.critical("stopping after an error", error: error)
+            throw error
         }
         health.role = .stopping
         exporter.stoppedLeading(lost: !(end.isShutdown))
@@ -173,31 +156,21 @@ extension CoordinatorService {
             await closeAll()
             return end
         }
-
-        // Drain: nothing new is taken; what waits in the reorder buffer is applied now,
-        // committed, and published with the last snapshots.
-        if failure == nil {
-            let last = engine.flush(at: clock.now())
-            do {
-                try await commit(last, engine: &engine, store: store, client: client)
-            } catch {
-                failure = error
-                logger.critical("final commit failed", error: error)
-            }
-        }
+        // Drained by the loop: everything taken is committed and published.
         do {
             try await client.publish(topics.coordinatorStatus, payload: Self.offlinePayload, qos: .atLeastOnce, retain: true)
         } catch {
             logger.warning("could not publish the offline status", error: error)
         }
         await closeAll()
-        if let failure { throw failure }
         logger.info("stopped cleanly")
         return .shutdown
     }
 
+    /// Feeds the ``LeaderLoop`` what happens and carries out what it answers, until it
+    /// stops. Throws a commit's error (the process stops).
     private func pipeline(
-        engine: inout Engine, client: MQTTClient, store: any CoordinatorStore, reader: any CoordinatorStore,
+        loop: inout LeaderLoop, client: MQTTClient, store: any CoordinatorStore, reader: any CoordinatorStore,
         inputs: AsyncStream<Input>, feed: AsyncStream<Input>.Continuation, startedAt: Millis, term: Int64,
         fence: LeaseFence?, checkpointer: WALCheckpointer?, access: BrokerAccessAdmin?
     ) async throws -> TermEnd {
@@ -268,58 +241,99 @@ extension CoordinatorService {
             }
 
             let timer = DeadlineTimer(feed: feed, clock: clock)
-            // Work may be due before any message arrives (the republishing after a start,
-            // leases that ran out while we were down).
-            if let deadline = engine.nextDeadline { timer.schedule(at: deadline) }
             var connections = 0
-            var end = TermEnd.shutdown
-            var commits = CommitPipeline()
-            // An answer given at once (a duplicate, a rejection, a confirmed digest) may
-            // describe the batch in flight: it waits behind it.
-            func answerAtOnce(_ publications: [Publication]) {
-                if commits.isCommitting {
-                    commits.held += publications
-                } else if !publications.isEmpty {
-                    exporter.observe(metrics: engine.metrics, gauges: engine.gauges)
-                    send(publications, via: client, metrics: &engine.metrics)
+            var inFlight: CommitInFlight?
+            var commitError: (any Error)?
+            var stop: LeaderLoop.Stop?
+
+            // The loop's actions, carried out in order.
+            func carryOut(_ actions: [LeaderLoop.Action]) {
+                for action in actions {
+                    switch action {
+                    case .publish(let publications):
+                        exporter.observe(metrics: loop.engine.metrics, gauges: loop.engine.gauges)
+                        send(publications, via: client, metrics: &loop.engine.metrics)
+                    case .commit(let commit):
+                        let batch = commit.batch
+                        let grants = commit.access
+                        let task = Task { [self] () -> (any Error)? in
+                            do {
+                                try await store.commit(batch)
+                                // Read rights change before the step is published: an
+                                // invitee can read the snapshot that shows it.
+                                if let access, !grants.isEmpty, fence?.holds ?? true, await !apply(grants, on: access) {
+                                    feed.yield(.reconcileAccess)
+                                }
+                                feed.yield(.committed(nil))
+                                return nil
+                            } catch {
+                                feed.yield(.committed(error))
+                                return error
+                            }
+                        }
+                        inFlight = CommitInFlight(events: batch.events.count, started: .now, task: task)
+                    case .query(let query):
+                        queryFeed.yield(query)
+                    case .checkId(let check):
+                        idCheckFeed.yield(check)
+                    case .wake(let deadline):
+                        timer.schedule(at: deadline)
+                    case .stop(let reason):
+                        stop = reason
+                    }
                 }
             }
-            // A batch committed: what it produced, then what waited behind it.
-            func publishCommitted(_ done: CommitPipeline.InFlight) {
-                countCommit(after: ContinuousClock.now - done.started, events: done.events, step: done.number, engine: &engine)
-                send(done.publications, via: client, metrics: &engine.metrics)
-                send(commits.held, via: client, metrics: &engine.metrics)
-                commits.held = []
-            }
-            try await withGracefulShutdownHandler {
-                loop: for await input in inputs {
+
+            await withGracefulShutdownHandler {
+                // Work may be due before any message arrives (the republishing after a
+                // start, leases that ran out while we were down).
+                carryOut(loop.start(at: clock.now()))
+                var leaseDeadline = fence?.deadline
+                for await input in inputs {
                     let now = clock.now()
+                    // A renewal reaches the loop before the input that follows it, not
+                    // behind a backlog in the stream.
+                    if let fence, case let renewal = fence.renewal, renewal.deadline != leaseDeadline {
+                        leaseDeadline = renewal.deadline
+                        carryOut(loop.receive(.leaseRenewed(sentAt: clock.tick(at: renewal.sentAt), until: clock.tick(at: renewal.deadline)), at: now))
+                    }
                     switch input {
                     case .message(let message):
-                        answerAtOnce(engine.ingest(topic: message.topic, payload: message.payload, at: now))
-                        for query in engine.takeQueries() { queryFeed.yield(query) }
-                        for check in engine.takeIdChecks() { idCheckFeed.yield(check) }
+                        carryOut(loop.receive(.message(topic: message.topic, payload: message.payload), at: now))
                     case .committed(let failure):
-                        guard let done = commits.inFlight else { break }
-                        commits.inFlight = nil
+                        guard let done = inFlight else { break }
+                        inFlight = nil
                         if let failure {
                             exporter.storeFailed(.commit)
-                            throw failure
+                            commitError = failure
+                            carryOut(loop.receive(.commitFailed, at: now))
+                        } else {
+                            // The commit's time includes the wait on the store's executor.
+                            let elapsed = ContinuousClock.now - done.started
+                            exporter.committed(after: elapsed, events: done.events)
+                            carryOut(loop.receive(.committed(elapsed: elapsed), at: now))
                         }
-                        publishCommitted(done)
                     case .idChecked(let check, .success(let firstCopy)):
-                        answerAtOnce(engine.resolve(check, firstCopy: firstCopy, at: now))
+                        carryOut(loop.receive(.idChecked(check, firstCopy: firstCopy), at: now))
+                    case .idChecked(let check, .failure(let error)):
+                        logger.warning("could not check a remembered id", error: error, metadata: ["user": "\(check.user)", "id": "\(check.id)"])
+                        carryOut(loop.receive(.idCheckFailed(check), at: now))
+                    case .queryFailed:
+                        carryOut(loop.receive(.queryFailed, at: now))
+                    case .knownUsers(let users):
+                        carryOut(loop.receive(.knownUsers(users), at: now))
+                    case .tick:
+                        carryOut(loop.receive(.tick, at: now))
+                    case .shutdown:
+                        logger.info("shutting down: draining")
+                        carryOut(loop.receive(.shutdown, at: now))
+                    case .leaseLost(let loss):
+                        carryOut(loop.receive(.leaseLost(loss), at: now))
                     case .reconcileAccess:
                         if let access {
-                            let desired = engine.roomAccess
+                            let desired = loop.engine.roomAccess
                             Task { [self] in await reconcile(desired, on: access, reason: "the admin connection came back, or the broker refused a change") }
                         }
-                    case .knownUsers(let users):
-                        engine.setKnownUsers(users)
-                    case .idChecked(let check, .failure(let error)):
-                        // No receipt: the sender resends, and the id is checked again.
-                        engine.metrics.errors += 1
-                        logger.warning("could not check a remembered id", error: error, metadata: ["user": "\(check.user)", "id": "\(check.id)"])
                     case .connection(.connected(let sessionPresent)):
                         connections += 1
                         connectionChanged(up: true, reconnect: connections > 1)
@@ -332,74 +346,32 @@ extension CoordinatorService {
                         connectionChanged(up: false)
                         logger.warning("MQTT connection lost", metadata: ["reason": "\(reason)"])
                     case .metricsTick:
-                        let metrics = engine.metricsPublication(uptimeSeconds: Double(now.tick - clock.anchorWall) / 1000)
+                        let metrics = loop.engine.metricsPublication(uptimeSeconds: Double(now.tick - clock.anchorWall) / 1000)
                         client.enqueueLogged(metrics.topic, payload: metrics.payload, qos: .atMostOnce, retain: true, logger: logger)
-                        exporter.observe(metrics: engine.metrics, gauges: engine.gauges)
+                        exporter.observe(metrics: loop.engine.metrics, gauges: loop.engine.gauges)
                         exporter.mirror()
-                    case .queryFailed:
-                        engine.metrics.errors += 1
-                    case .tick:
-                        break
-                    case .shutdown:
-                        logger.info("shutting down: draining")
-                        break loop
-                    case .leaseLost(let reason):
-                        end = .leaseLost(reason)
-                        break loop
                     }
-                    if let fence, !fence.holds {
-                        end = .leaseLost(fence.lostReason ?? "the lease ran out")
-                        break loop
+                    // The fence also closes the MQTT gate on its own thread; the loop
+                    // hears of a loss its deadline has not shown yet.
+                    if stop == nil, let fence, !fence.holds {
+                        carryOut(loop.receive(.leaseLost(fence.lostReason ?? .deadlinePassed(byMs: 0)), at: now))
                     }
-                    if !commits.isCommitting, let deadline = engine.nextDeadline, deadline <= clock.tick() {
-                        let step = engine.step(at: clock.now())
-                        if step.batch.isEmpty {
-                            // Nothing to persist (paced snapshots, a republished chunk): every
-                            // state they show is committed already.
-                            countCommit(after: nil, events: 0, step: step.number, engine: &engine)
-                            send(step.publications, via: client, metrics: &engine.metrics)
-                        } else {
-                            let batch = step.batch
-                            let grants = step.access
-                            let task = Task { [self] () -> (any Error)? in
-                                do {
-                                    try await store.commit(batch)
-                                    // Read rights change before the step is published: an
-                                    // invitee can read the snapshot that shows it.
-                                    if let access, !grants.isEmpty, fence?.holds ?? true, await !apply(grants, on: access) {
-                                        feed.yield(.reconcileAccess)
-                                    }
-                                    feed.yield(.committed(nil))
-                                    return nil
-                                } catch {
-                                    feed.yield(.committed(error))
-                                    return error
-                                }
-                            }
-                            commits.inFlight = .init(publications: step.publications, number: step.number, events: batch.events.count, started: .now, task: task)
-                        }
-                    }
-                    // While a batch commits, its completion wakes the next step: a timer for
-                    // a deadline already due would only spin.
-                    if !commits.isCommitting, let deadline = engine.nextDeadline {
-                        timer.schedule(at: deadline)
-                    }
+                    if stop != nil { break }
                 }
             } onGracefulShutdown: {
                 feed.yield(.shutdown)
             }
-            // A batch still committing: wait for it (the store must not close under it).
-            // On a shutdown, publish what it produced and what waited behind it; with the
-            // lease lost, publish nothing.
-            if let done = commits.inFlight {
-                let failure = await done.task.value
-                if let failure {
-                    exporter.storeFailed(.commit)
-                    throw failure
-                }
-                if case .shutdown = end { publishCommitted(done) }
+            // A commit still running (the lease was lost under it): wait for it, the
+            // store must not close under it; nothing it produced is published.
+            if let running = inFlight { _ = await running.task.value }
+            switch stop {
+            case .shutdown, nil:
+                return .shutdown
+            case .leaseLost(let loss):
+                return .leaseLost(loss)
+            case .commitFailed:
+                throw commitError ?? CancellationError()
             }
-            return end
         }
     }
 
@@ -418,39 +390,6 @@ extension CoordinatorService {
                 logger.warning("WAL checkpoint failed", error: error)
             }
         }
-    }
-
-    /// Tells the engine step `number` is committed and counts the commit (in the
-    /// pipeline, its time includes the wait on the store's executor), right before what
-    /// it produced is published: a scrape after a receipt arrived counts it.
-    private func countCommit(after elapsed: Duration?, events: Int, step number: Int, engine: inout Engine) {
-        engine.committed(through: number)
-        if let elapsed {
-            exporter.committed(after: elapsed, events: events)
-            let ms = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
-            engine.metrics.batches += 1
-            engine.metrics.commitMillisTotal += ms
-            engine.metrics.commitMillisMax = max(engine.metrics.commitMillisMax, ms)
-        }
-        exporter.observe(metrics: engine.metrics, gauges: engine.gauges)
-    }
-
-    /// Persists a step's batch in one transaction, then publishes what it produced
-    /// (the drain at shutdown: the pipeline's own batches go through ``CommitPipeline``).
-    func commit(_ step: Engine.Step, engine: inout Engine, store: any CoordinatorStore, client: MQTTClient) async throws {
-        var elapsed: Duration?
-        if !step.batch.isEmpty {
-            let started = ContinuousClock.now
-            do {
-                try await store.commit(step.batch)
-            } catch {
-                exporter.storeFailed(.commit)
-                throw error
-            }
-            elapsed = ContinuousClock.now - started
-        }
-        countCommit(after: elapsed, events: step.batch.events.count, step: step.number, engine: &engine)
-        send(step.publications, via: client, metrics: &engine.metrics)
     }
 
     func send(_ publications: [Publication], via client: MQTTClient, metrics: inout Metrics) {

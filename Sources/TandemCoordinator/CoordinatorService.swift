@@ -133,7 +133,7 @@ public final class CoordinatorService: Service {
                 let end = await withTaskGroup(of: TermEnd?.self) { group -> TermEnd in
                     group.addTask { await fence.keep(with: lease, renewEvery: renewEvery, logger: self.logger); return nil }
                     group.addTask { await self.leadTerm(url: url, fence: fence, announcer: announcer) }
-                    var end = TermEnd.leaseLost("the term ended")
+                    var end = TermEnd.leaseLost(.deadlinePassed(byMs: 0))
                     for await result in group {
                         if let result {
                             end = result
@@ -202,12 +202,12 @@ public final class CoordinatorService: Service {
         } catch let error as PostgresStoreError {
             if let lost = fence.lostReason { return .leaseLost(lost) }
             switch error.kind {
-            case .fenced: return .leaseLost(error.message)
+            case .fenced: return .leaseLost(.commitRefused(error.message))
             case .connection: return .retry(error.message)
             case .server, .schema: return .failed(error)
             }
         } catch let error as MQTTError where error.kind == .fenced {
-            return .leaseLost(fence.lostReason ?? error.message)
+            return .leaseLost(fence.lostReason ?? .deadlinePassed(byMs: 0))
         } catch {
             if let lost = fence.lostReason { return .leaseLost(lost) }
             return .failed(error)
@@ -220,7 +220,7 @@ public final class CoordinatorService: Service {
         /// SIGTERM or SIGINT: drained, committed, published, offline status published.
         case shutdown
         /// The lease is gone: nothing more was committed or published.
-        case leaseLost(String)
+        case leaseLost(LeaseLoss)
         /// The database went away before the term could start (recovery failed).
         case retry(String)
         /// Something retrying cannot fix (a refused commit): the process stops.

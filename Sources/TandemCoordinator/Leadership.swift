@@ -27,9 +27,11 @@ final class LeaseFence: Sendable {
 
     struct State {
         var deadline: ContinuousClock.Instant
-        var lost: String?
+        /// When the renewal that set `deadline` was sent (at first, the acquisition).
+        var sentAt: ContinuousClock.Instant
+        var lost: LeaseLoss?
         var notified = false
-        var handlers: [@Sendable (String) -> Void] = []
+        var handlers: [@Sendable (LeaseLoss) -> Void] = []
     }
 
     init(term: Int64, leaseMs: Int64, acquireSentAt: ContinuousClock.Instant) {
@@ -37,7 +39,7 @@ final class LeaseFence: Sendable {
         self.leaseMs = leaseMs
         let marginMs = max(100, leaseMs / 5)
         self.marginMs = marginMs
-        state = Mutex(State(deadline: acquireSentAt + .milliseconds(leaseMs - marginMs)))
+        state = Mutex(State(deadline: acquireSentAt + .milliseconds(leaseMs - marginMs), sentAt: acquireSentAt))
     }
 
     /// Whether the lease is still this process's to use. Safe from any thread (the MQTT
@@ -48,7 +50,7 @@ final class LeaseFence: Sendable {
             if s.lost != nil { return false }
             let now = ContinuousClock.now
             guard now < s.deadline else {
-                s.lost = "the lease was not renewed in time: this process's deadline passed \((now - s.deadline).roundedMillis) ms ago (frozen, starved of CPU, or cut off from the database)"
+                s.lost = .deadlinePassed(byMs: (now - s.deadline).roundedMillis)
                 return false
             }
             return true
@@ -56,7 +58,11 @@ final class LeaseFence: Sendable {
     }
 
     var deadline: ContinuousClock.Instant { state.withLock { $0.deadline } }
-    var lostReason: String? { state.withLock { $0.lost } }
+    /// The last renewal that moved the deadline: when it was sent, and the deadline.
+    var renewal: (sentAt: ContinuousClock.Instant, deadline: ContinuousClock.Instant) {
+        state.withLock { ($0.sentAt, $0.deadline) }
+    }
+    var lostReason: LeaseLoss? { state.withLock { $0.lost } }
 
     /// A renewal sent at `sentAt` succeeded: the deadline moves, unless the fence was
     /// already lost.
@@ -64,14 +70,17 @@ final class LeaseFence: Sendable {
         state.withLock { s in
             guard s.lost == nil, ContinuousClock.now < s.deadline else { return }
             let next = sentAt + .milliseconds(leaseMs - marginMs)
-            if next > s.deadline { s.deadline = next }
+            if next > s.deadline {
+                s.deadline = next
+                s.sentAt = sentAt
+            }
         }
     }
 
     /// Marks the lease lost (the first reason stays) and tells every handler, once.
     /// Called from tasks, never from the MQTT thread (handlers take the client's lock).
-    func lose(_ reason: String) {
-        let (why, handlers) = state.withLock { s -> (String, [@Sendable (String) -> Void]) in
+    func lose(_ reason: LeaseLoss) {
+        let (why, handlers) = state.withLock { s -> (LeaseLoss, [@Sendable (LeaseLoss) -> Void]) in
             if s.lost == nil { s.lost = reason }
             guard !s.notified else { return (s.lost!, []) }
             s.notified = true
@@ -82,8 +91,8 @@ final class LeaseFence: Sendable {
     }
 
     /// Runs `handler` when the lease is lost (at once if it already was and was told).
-    func whenLost(_ handler: @escaping @Sendable (String) -> Void) {
-        let already = state.withLock { s -> String? in
+    func whenLost(_ handler: @escaping @Sendable (LeaseLoss) -> Void) {
+        let already = state.withLock { s -> LeaseLoss? in
             guard s.notified else {
                 s.handlers.append(handler)
                 return nil
@@ -111,7 +120,7 @@ final class LeaseFence: Sendable {
                             failing = false
                         } else {
                             let now = try? await lease.holder()
-                            lose("the database's lease now names term \(now.map { "\($0.term), held by instance \($0.instance)" } ?? "another term") (another coordinator took over)")
+                            lose(.takenOver(term: now?.term, instance: now?.instance))
                         }
                     } catch {
                         let left = (deadline - ContinuousClock.now).roundedMillis
@@ -123,7 +132,7 @@ final class LeaseFence: Sendable {
             group.addTask { [self] in
                 while !Task.isCancelled {
                     if !holds {
-                        lose(lostReason ?? "the lease ran out")
+                        lose(lostReason ?? .deadlinePassed(byMs: 0))
                         return
                     }
                     try? await Task.sleep(until: deadline, clock: .continuous)
@@ -135,7 +144,7 @@ final class LeaseFence: Sendable {
         }
         // Whichever ended first, a lease that does not hold is lost: tell the term (the
         // renewer may have seen it first and ended, cancelling the watchdog before it said so).
-        if !holds { lose(lostReason ?? "the lease ran out") }
+        if !holds { lose(lostReason ?? .deadlinePassed(byMs: 0)) }
     }
     #endif
 }

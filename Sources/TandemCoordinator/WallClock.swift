@@ -34,6 +34,11 @@ public struct CoordinatorClock: Sendable {
         anchorWall + (Self.monotonicNanoseconds() - anchorMonotonic) / 1_000_000
     }
 
+    /// The tick at which `instant` of the continuous clock falls (a lease's deadline).
+    public func tick(at instant: ContinuousClock.Instant) -> Millis {
+        tick() + (instant - ContinuousClock.now).roundedMillis
+    }
+
     /// How long until the tick reads `tick`, to the nanosecond: a timer that slept in
     /// whole milliseconds would wake up to a millisecond late.
     public func duration(until tick: Millis) -> Duration {
