@@ -24,7 +24,6 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
-        .package(url: "https://github.com/apple/swift-collections.git", from: "1.6.0"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
         // PostgreSQL for coordinators that take over from each other (TandemPostgres).
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
@@ -93,18 +92,24 @@ let package = Package(
             dependencies: [.product(name: "Logging", package: "swift-log")]
         ),
 
+        // The coordinator's pure core: the engine (rooms, conversations, workouts, remembered
+        // ids, metrics counters, publications) and the leader's loop, a state machine that
+        // answers inputs with actions. No I/O, no clock, no dependency but TandemCore.
+        .target(
+            name: "TandemEngine",
+            dependencies: ["TandemCore"]
+        ),
+
         // The coordinator service: topic -> decode -> order -> apply -> persist -> publish.
         // Its metrics go out through swift-metrics; MetricsServer serves them (and
         // /healthz) over plain sockets: no SwiftNIO unless PostgreSQL brings it.
         .target(
             name: "TandemCoordinator",
             dependencies: [
-                "TandemCore", "TandemMQTT", "TandemStore",
+                "TandemCore", "TandemEngine", "TandemMQTT", "TandemStore",
                 .target(name: "TandemPostgres", condition: .when(traits: ["PostgreSQL"])),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                .product(name: "DequeModule", package: "swift-collections"),
-                .product(name: "HeapModule", package: "swift-collections"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ]
@@ -194,7 +199,7 @@ let package = Package(
         .executableTarget(
             name: "tandem-corebench",
             dependencies: [
-                "TandemCore", "TandemCoordinator", "TandemStore",
+                "TandemCore", "TandemEngine", "TandemCoordinator", "TandemStore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             linkerSettings: [.linkedLibrary("m")]
@@ -207,11 +212,13 @@ let package = Package(
             path: "Tests/TestSupport"
         ),
         .testTarget(name: "TandemCoreTests", dependencies: ["TandemCore"]),
+        // The engine and the leader's loop, driven with no broker, store or clock.
+        .testTarget(name: "TandemEngineTests", dependencies: ["TandemEngine", "TandemCore"]),
         .testTarget(name: "TandemStoreTests", dependencies: ["TandemStore", "TandemPostgres", "TandemCore", "TestSupport"]),
         .testTarget(
             name: "TandemCoordinatorTests",
             dependencies: [
-                "TandemCoordinator", "TandemCore", "TandemMQTT", "TandemStore", "TestSupport",
+                "TandemCoordinator", "TandemEngine", "TandemCore", "TandemMQTT", "TandemStore", "TestSupport",
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ]
         ),

@@ -1,6 +1,7 @@
 import Logging
 import Synchronization
 import TandemCore
+import TandemEngine
 import TandemMQTT
 
 /// Projects room membership onto the broker: who may read which room's `state` and

@@ -1,5 +1,6 @@
 import Logging
 import TandemCore
+import TandemEngine
 import TandemMQTT
 
 /// Room access on the broker: the database is the truth, the broker's dynamic-security

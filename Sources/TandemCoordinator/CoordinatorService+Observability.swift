@@ -1,5 +1,6 @@
 import Logging
 import TandemCore
+import TandemEngine
 
 /// What the pipeline tells the metrics, `/healthz` and the logs besides its own work.
 extension CoordinatorService {

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import TandemCore
+import TandemEngine
 #if PostgreSQL
 import TandemPostgres
 #endif

@@ -1,5 +1,6 @@
 import Logging
 import TandemCore
+import TandemEngine
 import TandemMQTT
 import TandemStore
 

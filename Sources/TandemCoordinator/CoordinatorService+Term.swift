@@ -1,6 +1,7 @@
 import Logging
 import ServiceLifecycle
 import TandemCore
+import TandemEngine
 import TandemMQTT
 import TandemStore
 

@@ -3,6 +3,7 @@ import Logging
 import ServiceLifecycle
 import Synchronization
 import TandemCore
+import TandemEngine
 import TandemMQTT
 #if PostgreSQL
 import TandemPostgres

@@ -1,6 +1,7 @@
 import Logging
 import Synchronization
 import TandemCore
+import TandemEngine
 import TandemMQTT
 
 /// Every coordinator process, leader or standby, says what it is on its own retained

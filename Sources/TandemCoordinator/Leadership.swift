@@ -1,6 +1,7 @@
 import Logging
 import Synchronization
 import TandemCore
+import TandemEngine
 #if PostgreSQL
 import TandemPostgres
 #endif

@@ -1,6 +1,7 @@
 import CoreMetrics
 import Synchronization
 import TandemCore
+import TandemEngine
 
 /// The coordinator's metrics in swift-metrics, named for Prometheus.
 ///

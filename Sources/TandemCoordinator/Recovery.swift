@@ -1,4 +1,5 @@
 import TandemCore
+import TandemEngine
 
 /// Rebuilds an ``Engine`` from a store: the I/O of a restart, kept out of the engine,
 /// which is built from the values read here (``Engine/init(configuration:recovered:now:)``).
@@ -20,6 +21,6 @@ public enum Recovery {
         recovered.workouts = try await store.loadEntities(kind: EntityKind.workout)
         recovered.seenDigests = try await seenDigests
         recovered.seenSince = seenSince
-        return try Engine(configuration: configuration, epoch: store.epoch, recovered: recovered, now: now)
+        return try Engine(configuration: configuration.engine, epoch: store.epoch, recovered: recovered, now: now)
     }
 }

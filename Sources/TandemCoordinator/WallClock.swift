@@ -1,5 +1,6 @@
 import Foundation
 import TandemCore
+import TandemEngine
 
 /// The wall clock: milliseconds since the Unix epoch, as on the wire.
 public enum WallClock {

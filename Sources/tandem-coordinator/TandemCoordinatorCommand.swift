@@ -8,6 +8,7 @@ import ServiceLifecycle
 import TandemCommandLine
 import TandemCoordinator
 import TandemCore
+import TandemEngine
 import TandemLogging
 import TandemMQTT
 

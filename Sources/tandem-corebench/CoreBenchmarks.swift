@@ -1,4 +1,5 @@
 import TandemCore
+import TandemEngine
 import TandemCoordinator
 
 /// The pure core's benchmarks. Each builds its inputs before the clock starts.
@@ -201,7 +202,7 @@ struct CoreBenchmarks {
         func freshEngine(digests: IdDigests? = nil) -> Engine {
             var recovered = Engine.Recovered()
             if let digests { recovered.seenDigests = digests }
-            var engine = try! Engine(configuration: CoordinatorConfiguration(), epoch: "bench", recovered: recovered, now: 1_700_000_000_000)
+            var engine = try! Engine(configuration: EngineConfiguration(), epoch: "bench", recovered: recovered, now: 1_700_000_000_000)
             var n = 0
             for r in 0..<rooms {
                 for s in 0..<stickers {

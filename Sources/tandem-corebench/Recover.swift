@@ -4,6 +4,7 @@ import Glibc
 import ArgumentParser
 import TandemCoordinator
 import TandemCore
+import TandemEngine
 import TandemStore
 
 /// Times each part of the coordinator's recovery on an existing database, with the

@@ -1,6 +1,7 @@
 import Prometheus
 import Testing
 import TandemCore
+import TandemEngine
 import TestSupport
 @testable import TandemCoordinator
 
@@ -26,7 +27,7 @@ import TestSupport
 
     @Test func countersAreMirroredOnceAsDeltas() {
         let (exporter, registry) = exporter()
-        var engine = Engine(configuration: CoordinatorConfiguration(), epoch: "e0", now: Self.t0)
+        var engine = Engine(configuration: EngineConfiguration(), epoch: "e0", now: Self.t0)
         _ = engine.ingest(topic: Self.room + "alice", payload: create("e1", sticker: "s1"), now: Self.t0)
         _ = engine.ingest(topic: Self.room + "bob", payload: create("e2", sticker: "s1"), now: Self.t0 + 1)
         _ = engine.ingest(topic: Self.room + "alice", payload: Array("{".utf8), now: Self.t0 + 2)
@@ -85,7 +86,7 @@ import TestSupport
     }
 
     @Test func everyReceiptSaysWhatItAnswersAndWhenThatArrived() {
-        var engine = Engine(configuration: CoordinatorConfiguration(), epoch: "e0", now: Self.t0)
+        var engine = Engine(configuration: EngineConfiguration(), epoch: "e0", now: Self.t0)
         let bad = engine.ingest(topic: Self.room + "alice", payload: Array("{".utf8), now: Self.t0 + 5)
         #expect(bad.first?.answers?.arrivedAt == Self.t0 + 5)
         #expect(bad.first?.answers?.target == "r1")

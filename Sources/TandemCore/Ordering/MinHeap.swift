@@ -1,15 +1,15 @@
-/// A binary min-heap: O(log n) push and pop, O(1) minimum. TandemCore has no
-/// dependencies, so this small one stands in for swift-collections' `Heap`.
+/// A binary min-heap: O(log n) push and pop, O(1) minimum: the reorder buffer's, and the
+/// engine's lock deadlines. TandemCore has no dependencies, so this small one stands in
+/// for swift-collections' `Heap` (the only heap in the package).
 /// Inlinable so that generic users in other modules (the coordinator's
 /// `ReorderBuffer<Inbound>`) get specialised code rather than metadata lookups.
-@usableFromInline
-struct MinHeap<Element: Comparable> {
+public struct MinHeap<Element: Comparable> {
     @usableFromInline private(set) var storage: [Element] = []
 
-    @inlinable init() {}
+    @inlinable public init() {}
 
     /// Builds a heap from any elements in O(n).
-    @inlinable init(_ elements: some Sequence<Element>) {
+    @inlinable public init(_ elements: some Sequence<Element>) {
         storage = Array(elements)
         var i = storage.count / 2
         while i > 0 {
@@ -18,17 +18,17 @@ struct MinHeap<Element: Comparable> {
         }
     }
 
-    @inlinable var count: Int { storage.count }
-    @inlinable var isEmpty: Bool { storage.isEmpty }
-    @inlinable var min: Element? { storage.first }
+    @inlinable public var count: Int { storage.count }
+    @inlinable public var isEmpty: Bool { storage.isEmpty }
+    @inlinable public var min: Element? { storage.first }
 
-    @inlinable mutating func push(_ element: Element) {
+    @inlinable public mutating func push(_ element: Element) {
         storage.append(element)
         siftUp(from: storage.count - 1)
     }
 
     @inlinable @discardableResult
-    mutating func popMin() -> Element? {
+    public mutating func popMin() -> Element? {
         guard let last = storage.popLast() else { return nil }
         guard !storage.isEmpty else { return last }
         let top = storage[0]

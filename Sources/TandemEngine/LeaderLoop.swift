@@ -1,5 +1,4 @@
 import TandemCore
-import TandemStore
 
 /// The leader's pipeline as a value: the service tells it what happened (a message came,
 /// the commit in flight ended, the lease was renewed or lost, a deadline is due) and
@@ -105,7 +104,7 @@ public struct LeaderLoop {
     }
 
     /// The service counts what it hands the broker (`messagesOut`, `publishErrors`) here.
-    public internal(set) var engine: Engine
+    public package(set) var engine: Engine
     private(set) var phase = Phase.leading
     private(set) var inFlight: InFlight?
     /// Answers given at once that wait for the batch in flight.

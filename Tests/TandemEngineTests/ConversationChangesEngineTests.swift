@@ -1,6 +1,6 @@
 import Testing
 import TandemCore
-@testable import TandemCoordinator
+@testable import TandemEngine
 
 /// ConversationChanges from the engine: one per view per batch before any snapshot, and
 /// snapshots paced to once every 10 s unless a status changes; `dmChanges` answered from
@@ -10,7 +10,7 @@ import TandemCore
     static let root = "tandem/v1/users"
 
     func engine() -> Engine {
-        var c = CoordinatorConfiguration()
+        var c = EngineConfiguration()
         c.rateLimitPerSecond = 0
         return Engine(configuration: c, epoch: "e0", now: Self.t0)
     }

@@ -1,6 +1,6 @@
 import Testing
 import TandemCore
-@testable import TandemCoordinator
+@testable import TandemEngine
 
 /// Rooms a restart read are kept packed (their persisted body) until an event touches
 /// them, and packed again once idle; nothing a client sees depends on it.
@@ -37,7 +37,7 @@ import TandemCore
             }
         }
         recovered.rooms = try await Engine.parseRooms(rows, members: members)
-        var c = CoordinatorConfiguration()
+        var c = EngineConfiguration()
         c.rateLimitPerSecond = 0
         return try Engine(configuration: c, epoch: "e0", recovered: recovered, now: Self.t0)
     }
@@ -83,7 +83,7 @@ import TandemCore
         // The same event on the room whole gives the same snapshot.
         var whole = free
         _ = whole.apply(EditEvent(eventId: "m1", type: .update, stickerId: "s3", timestamp: Self.t0, frame: Frame(x: 9, y: 9, width: 9, height: 9)),
-                        from: "alice", now: Self.t0 + 30, lease: CoordinatorConfiguration().lockLeaseMs, rules: MembershipRules.Context())
+                        from: "alice", now: Self.t0 + 30, lease: EngineConfiguration().lockLeaseMs, rules: MembershipRules.Context())
         #expect(step.publications.first { $0.topic.hasSuffix("/state") }?.payload == whole.snapshotBytes(epoch: "e0"))
 
         // Held by alice: not packed, however long; released and idle: packed again.

@@ -1,6 +1,6 @@
 import Testing
 import TandemCore
-@testable import TandemCoordinator
+@testable import TandemEngine
 
 /// Remembered ids in the engine: recent ones exactly, older ones as digests confirmed by
 /// the store (``Engine/IdCheck``), folded only once committed, forgotten on time.
@@ -19,8 +19,8 @@ import TandemCore
         publications.filter { $0.topic == "tandem/v1/users/alice/receipts" }.compactMap { try? JSON.parse($0.payload) }
     }
 
-    func configuration() -> CoordinatorConfiguration {
-        var c = CoordinatorConfiguration()
+    func configuration() -> EngineConfiguration {
+        var c = EngineConfiguration()
         c.rateLimitPerSecond = 0
         return c
     }
@@ -117,7 +117,7 @@ import TandemCore
     /// forgets its copies with that step's batch and with every batch that remembers ids.
     @Test func oldIdsAreForgottenHereAndInTheStore() throws {
         var e = try recovered()
-        let retention = CoordinatorConfiguration().seenIdRetentionMs
+        let retention = EngineConfiguration().seenIdRetentionMs
         #expect(e.step(now: Self.t0 + 1).batch.forgetSeenIds == nil, "nothing to remember, no pass due")
         let later = Self.t0 + retention + 2 * IdDigests.slotMs
         #expect(e.step(now: later).batch.forgetSeenIds == ForgetSeenIds(before: later - retention, limit: 200))
@@ -217,7 +217,7 @@ import TandemCore
     /// batches that fill it; none when it is kept for ever.
     @Test func expiredEventLogRowsAreForgottenWithEveryBatchThatLogs() throws {
         var e = try recovered()
-        let retention = CoordinatorConfiguration.defaultEventLogRetentionMs
+        let retention = EngineConfiguration.defaultEventLogRetentionMs
         #expect(e.step(now: Self.t0 + 1).batch.forgetEvents == nil, "nothing logged, no pass due")
         _ = e.ingest(topic: Self.topic, payload: create("e7", sticker: "s7", at: Self.t0 + 2), now: Self.t0 + 2)
         let applied = e.step(now: Self.t0 + 40)

@@ -1,7 +1,6 @@
 import Testing
 import TandemCore
-import TandemStore
-@testable import TandemCoordinator
+@testable import TandemEngine
 
 /// The leader's pipeline with no I/O: inputs in, actions out. Commits that stall,
 /// leases lost mid-commit, duplicates during a commit, shutdowns that drain, queries.
@@ -9,8 +8,8 @@ import TandemStore
     static let t0: Millis = 1_800_000_000_000
     static let room = "tandem/v1/rooms/r1/events/alice"
 
-    func loop(leaseUntil: Millis? = nil, _ configure: (inout CoordinatorConfiguration) -> Void = { _ in }) -> LeaderLoop {
-        var c = CoordinatorConfiguration()
+    func loop(leaseUntil: Millis? = nil, _ configure: (inout EngineConfiguration) -> Void = { _ in }) -> LeaderLoop {
+        var c = EngineConfiguration()
         c.rateLimitPerSecond = 0
         configure(&c)
         return LeaderLoop(engine: Engine(configuration: c, epoch: "e0", now: Self.t0), leaseDeadline: leaseUntil)

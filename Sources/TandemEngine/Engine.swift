@@ -1,4 +1,3 @@
-import HeapModule
 import TandemCore
 
 /// The coordinator's state and rules, with no I/O: messages in, a store batch and the
@@ -44,7 +43,7 @@ public struct Engine {
         static func < (a: LeaseDeadline, b: LeaseDeadline) -> Bool { (a.at, a.roomId) < (b.at, b.roomId) }
     }
 
-    let configuration: CoordinatorConfiguration
+    let configuration: EngineConfiguration
     let topics: Topics
     public let epoch: String
     public var metrics = Metrics()
@@ -66,7 +65,7 @@ public struct Engine {
     var conversationCount: [String: Int] = [:]
     var buffer: ReorderBuffer<Buffered>
     var presence: PresenceTracker
-    var leaseDeadlines = Heap<LeaseDeadline>()
+    var leaseDeadlines = MinHeap<LeaseDeadline>()
     /// Running workouts changed by telemetry whose snapshot waits for the throttle.
     var workoutSnapshotDue: [WorkoutKey: Millis] = [:]
     var workoutLastPublished: [WorkoutKey: Millis] = [:]
@@ -116,7 +115,7 @@ public struct Engine {
     /// What ingest decided that must be persisted with the next step (telemetry).
     var pendingBatch = StoreBatch()
 
-    public init(configuration: CoordinatorConfiguration, epoch: String, now: Millis) {
+    public init(configuration: EngineConfiguration, epoch: String, now: Millis) {
         self.configuration = configuration
         self.topics = Topics(root: configuration.topicRoot)
         self.epoch = epoch
@@ -160,7 +159,7 @@ public struct Engine {
     }
 
     /// Rebuilds the state from the store's current-state rows (no history replay).
-    public init(configuration: CoordinatorConfiguration, epoch: String, recovered: Recovered, now: Millis) throws {
+    public init(configuration: EngineConfiguration, epoch: String, recovered: Recovered, now: Millis) throws {
         self.init(configuration: configuration, epoch: epoch, now: now)
         for room in recovered.rooms.live {
             rooms[room.roomId] = room

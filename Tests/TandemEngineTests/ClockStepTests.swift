@@ -1,6 +1,6 @@
 import Testing
 import TandemCore
-@testable import TandemCoordinator
+@testable import TandemEngine
 
 /// Issue 11 (3): every deadline runs on the monotonic tick, every time of day on the
 /// wall clock, so a wall clock stepped an hour either way delays no event past its
@@ -10,7 +10,7 @@ import TandemCore
     static let hour: Millis = 3_600_000
 
     func engine() -> Engine {
-        var c = CoordinatorConfiguration()
+        var c = EngineConfiguration()
         c.lockLeaseMs = 30_000
         return Engine(configuration: c, epoch: "e0", now: Self.t0)
     }

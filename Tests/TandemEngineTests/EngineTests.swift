@@ -1,14 +1,13 @@
 import Testing
 import TandemCore
-import TandemStore
-@testable import TandemCoordinator
+@testable import TandemEngine
 
 /// The engine without any I/O: messages in, batches and publications out.
 @Suite struct EngineTests {
     static let t0: Millis = 1_800_000_000_000
 
-    func engine(_ configure: (inout CoordinatorConfiguration) -> Void = { _ in }) -> Engine {
-        var c = CoordinatorConfiguration()
+    func engine(_ configure: (inout EngineConfiguration) -> Void = { _ in }) -> Engine {
+        var c = EngineConfiguration()
         configure(&c)
         return Engine(configuration: c, epoch: "e0", now: Self.t0)
     }
@@ -214,7 +213,7 @@ import TandemStore
         ]
         var recovered = Engine.Recovered()
         recovered.rooms = try await Engine.parseRooms(rows)
-        var e = try Engine(configuration: CoordinatorConfiguration(), epoch: "e0", recovered: recovered, now: Self.t0)
+        var e = try Engine(configuration: EngineConfiguration(), epoch: "e0", recovered: recovered, now: Self.t0)
         #expect(e.nextDeadline == 0)
         let first = e.step(now: Self.t0 + 1)
         #expect(first.batch.entities == [EntityRow(kind: EntityKind.room, key: "r1", version: 1, body: room.persistedBytes(), updatedAt: Self.t0)])

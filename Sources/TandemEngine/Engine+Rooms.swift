@@ -57,14 +57,14 @@ extension Engine {
     /// when they come up).
     mutating func trackLease(of room: RoomState) {
         if let deadline = room.nextLeaseDeadline {
-            leaseDeadlines.insert(LeaseDeadline(at: deadline, roomId: room.roomId))
+            leaseDeadlines.push(LeaseDeadline(at: deadline, roomId: room.roomId))
         }
     }
 
     /// Leases that ran out, and locks of owners whose presence grace ran out.
     mutating func expireLocks(now: Millis, changes: inout BatchChanges) {
         while let next = leaseDeadlines.min, next.at <= now {
-            _ = leaseDeadlines.removeMin()
+            _ = leaseDeadlines.popMin()
             guard let deadline = rooms[next.roomId]?.nextLeaseDeadline, deadline <= now else { continue }
             let expired = rooms[next.roomId]!.expireLeases(now: now, stamp: wall)
             for change in expired { changes.room(next.roomId, change) }

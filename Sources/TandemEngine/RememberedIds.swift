@@ -41,7 +41,7 @@ import TandemCore
 /// than the memory window are forgotten every ``forgetIntervalMs(memoryMs:)``; exact
 /// entries past the retention every ``pruneIntervalMs`` (the store forgets its copies a
 /// share with every batch: `Engine.afterStep(now:batch:)`).
-struct RememberedIds {
+package struct RememberedIds {
     var recent: [Engine.SeenKey: Engine.SeenEntry] = [:]
     var sealed: [Engine.SeenKey: Engine.SeenEntry] = [:]
     /// The step whose commit makes `sealed` safe to fold into `older`.
@@ -81,7 +81,7 @@ struct RememberedIds {
 
     /// Where the memory window ends: the wall clock, or the frontier when that is behind
     /// it (by at most ``maxLagMs``).
-    static func windowEnd(wall: Millis, frontier: Millis) -> Millis {
+    package static func windowEnd(wall: Millis, frontier: Millis) -> Millis {
         min(wall, max(frontier, wall - maxLagMs))
     }
 
@@ -144,7 +144,7 @@ struct RememberedIds {
 
     /// After each step: folds, forgets and prunes when due (`now` is the tick). Digests
     /// whose horizon is before the window's end (``windowEnd(wall:frontier:)``) less
-    /// `memoryMs` (at most `retentionMs`: ``CoordinatorConfiguration/seenIdWindowMs``) go
+    /// `memoryMs` (at most `retentionMs`: ``EngineConfiguration/seenIdWindowMs``) go
     /// every ``forgetIntervalMs(memoryMs:)``;
     /// exact entries whose horizon is before `wall` - `retentionMs`, every
     /// ``pruneIntervalMs``. Returns the step's number and whether it pruned.
