@@ -276,13 +276,55 @@ public struct Engine {
 
     /// `now` is the tick (deadlines); ``wall`` is set.
     private mutating func route(topic: String, payload: [UInt8], now: Millis) -> [Publication] {
-        metrics.messagesIn += 1
         guard let route = topics.parseInbound(topic) else {
+            // Nobody's: counted once, by partition 0.
+            guard configuration.partition == 0 else { return [] }
+            metrics.messagesIn += 1
             metrics.dropped += 1
             metrics.messagesInByKind[.dropped, default: 0] += 1
             return []
         }
+        switch placement(of: route, payload: payload) {
+        case .here: break
+        case .everywhere:
+            guard configuration.partition == 0 else { return take(route, payload: payload, now: now) }
+        case .elsewhere:
+            metrics.messagesElsewhere += 1
+            return []
+        }
+        metrics.messagesIn += 1
         metrics.messagesInByKind[route.metricsKind, default: 0] += 1
+        return take(route, payload: payload, now: now)
+    }
+
+    enum Placement { case here, elsewhere, everywhere }
+
+    /// Which partition holds a message (``Partitioning``): its room, its conversation, or
+    /// its sender (workouts, queries, a topic or DM command that names nothing else that
+    /// can be read). Presence goes to every partition.
+    func placement(of route: Topics.Inbound, payload: [UInt8]) -> Placement {
+        let partitioning = configuration.partitioning
+        guard partitioning.count > 1 else { return .here }
+        let partition: Int
+        switch route {
+        case .presence:
+            return .everywhere
+        case .roomEvent(let roomId, _):
+            partition = partitioning.partition(ofRoom: roomId)
+        case .dmCommand(let user):
+            if case .success(let command) = DMCommand.decode(payload) {
+                partition = partitioning.partition(ofConversation: user, command.peer)
+            } else {
+                partition = partitioning.partition(ofUser: user)
+            }
+        case .workoutControl(let user, _, _), .flight(let user, _, _), .health(let user, _, _),
+             .request(let user), .invalid(let user, _, _, _, _):
+            partition = partitioning.partition(ofUser: user)
+        }
+        return partition == configuration.partition ? .here : .elsewhere
+    }
+
+    private mutating func take(_ route: Topics.Inbound, payload: [UInt8], now: Millis) -> [Publication] {
         switch route {
         case .roomEvent(let roomId, let user):
             return ingestRoomEvent(roomId: roomId, user: user, payload: payload, now: now)

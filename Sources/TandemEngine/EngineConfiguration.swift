@@ -46,5 +46,11 @@ public struct EngineConfiguration: Sendable {
     /// `rate_limited` (the contract has no closer code).
     public var maxConversationsPerUser = 1000
 
+    /// How rooms, conversations and workouts are spread over partitions, and the one
+    /// this engine holds: it leaves everything else alone (but presence, which every
+    /// partition takes: each expires the locks of its own rooms).
+    public var partitioning = Partitioning.single
+    public var partition = 0
+
     public init() {}
 }

@@ -19,6 +19,10 @@ public struct Metrics: Sendable {
     public var queriesRefused = 0
     /// Messages dropped without an answer: invalid `{userId}` level, unknown topic.
     public var dropped = 0
+    /// With several partitions: messages this partition's session received for another
+    /// one and left alone (each partition's session takes every inbound message). Not in
+    /// `messagesIn`, which counts each message once over all partitions.
+    public var messagesElsewhere = 0
     /// Events that sorted before events already applied (applied anyway, state not rewound).
     public var lateEvents = 0
     public var clampedTimestamps = 0
