@@ -168,8 +168,11 @@ def run(system):
             cookie = [c for c in alice_context.cookies() if c["name"] == "tandem_session"][0]
             assert cookie["httpOnly"] and cookie["sameSite"] == "Strict", cookie
             assert alice.evaluate("document.cookie") == "", "the session cookie is readable from JavaScript"
-            expect(alice.locator("#presence")).to_contain_text("bob")
-        check("alice and bob sign in and see each other online", both_sign_in)
+            # Presence lists the people a session shows (its rooms' members, its chat
+            # peers), not everyone signed in: bob is not alice's yet.
+            expect(alice.locator("#presence")).to_contain_text("alice (you)")
+            expect(alice.locator("#presence")).not_to_contain_text("bob")
+        check("alice and bob sign in; each sees only themselves online", both_sign_in)
 
         def make_room_and_invite():
             alice.fill("#open-room input[name=room]", room)
@@ -184,7 +187,9 @@ def run(system):
             expect(bob.locator("#room-members")).to_contain_text("alice (owner)")
             style = bob.locator("#photo").get_attribute("style") or ""
             assert "beach" in style, f"bob's board has no beach photo: {style}"
-        check("alice makes a room with a photo and invites bob", make_room_and_invite)
+            expect(alice.locator("#presence")).to_contain_text("bob")
+            expect(bob.locator("#presence")).to_contain_text("alice")
+        check("alice makes a room with a photo and invites bob; they see each other online", make_room_and_invite)
 
         state = {}
 
