@@ -1,5 +1,5 @@
 import Testing
-import TandemCore
+@testable import TandemCore
 @testable import TandemEngine
 
 /// Partitions (issue 21, item 2), the pure part: the stable hash, and engines that each
@@ -97,7 +97,8 @@ import TandemCore
     /// held by another), chats between them, workouts, presence coming and going, and
     /// messages no one can place or whose payload cannot be read.
     static func scenario(seed: UInt64) -> [(at: Millis, topic: String, payload: [UInt8])] {
-        var rng = SplitMix(seed: seed)
+        var rng = SplitMix64(seed: seed)
+        func roll(_ upper: Int) -> Int { Int.random(in: 0..<upper, using: &rng) }
         let users = ["alice", "bob", "carol", "dave", "erin"]
         let rooms = (0..<12).map { "room-\($0)" }
         var out: [(at: Millis, topic: String, payload: [UInt8])] = []
@@ -106,40 +107,40 @@ import TandemCore
         func id() -> String { n += 1; return "m\(n)" }
         func add(_ topic: String, _ payload: JSON) { out.append((t, "tandem/v1/" + topic, payload.serialized())) }
         for room in rooms {
-            let owner = users[rng.next(users.count)]
+            let owner = users[roll(users.count)]
             add("rooms/\(room)/events/\(owner)", .obj(["eventId": .string(id()), "type": "create", "stickerId": "s0", "timestamp": .int(t),
                                                        "image": "a.png", "frame": .obj(["x": 1, "y": 2, "width": 3, "height": 4])]))
-            for member in users where member != owner && rng.next(2) == 0 {
+            for member in users where member != owner && roll(2) == 0 {
                 add("rooms/\(room)/events/\(owner)", .obj(["eventId": .string(id()), "type": "invite", "member": .string(member), "timestamp": .int(t)]))
             }
             t += 7
         }
         for _ in 0..<600 {
-            t += Millis(rng.next(12))
-            let user = users[rng.next(users.count)]
-            switch rng.next(20) {
+            t += Millis(roll(12))
+            let user = users[roll(users.count)]
+            switch roll(20) {
             case 0..<11:
-                let room = rooms[rng.next(rooms.count)]
-                let sticker = "s\(rng.next(4))"
+                let room = rooms[roll(rooms.count)]
+                let sticker = "s\(roll(4))"
                 let kinds = ["create", "acquire", "update", "release", "delete"]
-                var event: [String: JSON] = ["eventId": .string(id()), "type": .string(kinds[rng.next(kinds.count)]),
-                                             "stickerId": .string(sticker), "timestamp": .int(t - Millis(rng.next(20)))]
+                var event: [String: JSON] = ["eventId": .string(id()), "type": .string(kinds[roll(kinds.count)]),
+                                             "stickerId": .string(sticker), "timestamp": .int(t - Millis(roll(20)))]
                 event["image"] = "b.png"
-                event["frame"] = .obj(["x": .int(Millis(rng.next(100))), "y": 2, "width": 3, "height": 4])
+                event["frame"] = .obj(["x": .int(Millis(roll(100))), "y": 2, "width": 3, "height": 4])
                 add("rooms/\(room)/events/\(user)", .object(event.sorted { $0.key < $1.key }.map { JSON.Member($0.key, $0.value) }))
             case 11..<15:
-                let peer = users[rng.next(users.count)]
+                let peer = users[roll(users.count)]
                 let kinds = ["request", "accept", "message", "read", "decline", "leave"]
-                let kind = kinds[rng.next(kinds.count)]
+                let kind = kinds[roll(kinds.count)]
                 var command: [String: JSON] = ["commandId": .string(id()), "type": .string(kind), "peer": .string(peer), "timestamp": .int(t)]
                 if kind == "request" || kind == "message" { command["text"] = "hi" }
                 add("users/\(user)/dm/commands", .object(command.sorted { $0.key < $1.key }.map { JSON.Member($0.key, $0.value) }))
             case 15:
                 let kinds = ["start", "pause", "resume", "stop"]
-                add("users/\(user)/workouts/w\(rng.next(2))/control/watch",
-                    .obj(["commandId": .string(id()), "type": .string(kinds[rng.next(kinds.count)]), "timestamp": .int(t)]))
+                add("users/\(user)/workouts/w\(roll(2))/control/watch",
+                    .obj(["commandId": .string(id()), "type": .string(kinds[roll(kinds.count)]), "timestamp": .int(t)]))
             case 16:
-                add("presence/\(user)/phone", .obj(["online": .bool(rng.next(2) == 0)]))
+                add("presence/\(user)/phone", .obj(["online": .bool(roll(2) == 0)]))
             case 17:
                 // A DM command whose peer cannot be read, and a room topic whose roomId is invalid.
                 out.append((t, "tandem/v1/users/\(user)/dm/commands", Array("{\"commandId\":\"\(id())\",\"type\":\"request\"".utf8)))
@@ -154,18 +155,4 @@ import TandemCore
         }
         return out
     }
-}
-
-/// A small seeded generator, so each run of the test is the same.
-struct SplitMix: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-    mutating func next(_ upper: Int) -> Int { Int(next() % UInt64(upper)) }
 }
