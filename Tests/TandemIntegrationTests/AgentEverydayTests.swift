@@ -9,7 +9,9 @@ import TestSupport
 
     @Test(.timeLimit(.minutes(1)))
     func aScriptWithNoBrokerGivesUpWithOneLine() async throws {
-        let port = try freeTCPPort()
+        let nobody = try RefusingTCPPort()
+        defer { withExtendedLifetime(nobody) {} }
+        let port = nobody.port
         let input = try Agent.inputFile(["create q1 a.png 1 1 1 1"])
         let room = try ChildProcess(Self.agent, ["room", "--room", "r", "--user", "alice", "--port", String(port), "--connect-timeout", "2"], standardInput: input)
         #expect(await room.waitForExit(timeout: .seconds(30)) == 1)

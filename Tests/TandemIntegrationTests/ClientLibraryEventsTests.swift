@@ -10,7 +10,9 @@ import TestSupport
 extension ClientLibraryTests {
     @Test(.timeLimit(.minutes(1)))
     func aBrokerNotReachedInTimeIsAnErrorThatSaysWhy() async throws {
-        let port = try freeTCPPort()
+        let nobody = try RefusingTCPPort()
+        defer { withExtendedLifetime(nobody) {} }
+        let port = nobody.port
         let transport = try MosquittoTransport(host: "127.0.0.1", port: port, user: "alice", clientId: "alice-nowhere")
         let alice = TandemClient(transport: transport, user: "alice", clientId: "alice-nowhere")
         do {

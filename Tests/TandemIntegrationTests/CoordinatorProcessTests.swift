@@ -41,7 +41,9 @@ import TestSupport
 
     @Test func keepsRetryingWhileTheBrokerIsUnreachable() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("unreachable-\(UInt32.random(in: 0...UInt32.max))").path
-        let port = try freeTCPPort()
+        let nobody = try RefusingTCPPort()
+        defer { withExtendedLifetime(nobody) {} }
+        let port = nobody.port
         let child = try ChildProcess(CoordinatorProcess.binary("tandem-coordinator"), ["--port", String(port), "--database", directory + "/t.sqlite"])
         try await Task.sleep(for: .seconds(2))
         #expect(child.isRunning)
