@@ -208,11 +208,16 @@ private struct JSONParser {
         index += 1  // opening quote
         let start = index
         // Fast path: no escapes.
+        var ascii = true
         while index < bytes.count {
             let b = bytes[index]
             if b == UInt8(ascii: "\"") {
                 let slice = UnsafeBufferPointer(rebasing: bytes[start..<index])
                 index += 1
+                // ASCII (ids, types, most text) is valid UTF-8 as it is: decoded
+                // without String(validating:), whose generic metadata a profile of
+                // tandem-web found instantiated on every call.
+                if ascii { return String(decoding: slice, as: UTF8.self) }
                 guard let s = String(validating: slice, as: UTF8.self) else {
                     throw JSONParseError(offset: start, reason: "string is not valid UTF-8")
                 }
@@ -220,6 +225,7 @@ private struct JSONParser {
             }
             if b == UInt8(ascii: "\\") { break }
             if b < 0x20 { throw error("control character in string") }
+            if b >= 0x80 { ascii = false }
             index += 1
         }
         var out = Array(bytes[start..<index])
