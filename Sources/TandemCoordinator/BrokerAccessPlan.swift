@@ -1,5 +1,4 @@
 import TandemCore
-import TandemEngine
 
 /// One thing the broker (or the admin client, for an invalid id) refused.
 public struct BrokerAccessFailure: Sendable, Equatable, Hashable, CustomStringConvertible {

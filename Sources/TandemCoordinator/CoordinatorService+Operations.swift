@@ -1,7 +1,6 @@
 import Foundation
 import Logging
 import TandemCore
-import TandemEngine
 #if PostgreSQL
 import TandemPostgres
 #endif

@@ -5,7 +5,6 @@ import Darwin
 #endif
 import Synchronization
 import TandemCore
-import TandemEngine
 
 /// What this coordinator process is doing, as `GET /healthz` tells it.
 public enum CoordinatorRole: Sendable, Equatable {

@@ -1,7 +1,6 @@
 import Logging
 import Synchronization
 import TandemCore
-import TandemEngine
 import TandemMQTT
 
 /// Every coordinator process, leader or standby, says what it is on its own retained

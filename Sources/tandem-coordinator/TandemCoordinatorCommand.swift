@@ -8,7 +8,6 @@ import ServiceLifecycle
 import TandemCommandLine
 import TandemCoordinator
 import TandemCore
-import TandemEngine
 import TandemLogging
 import TandemMQTT
 

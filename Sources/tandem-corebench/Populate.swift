@@ -1,7 +1,6 @@
 import ArgumentParser
 import TandemCoordinator
 import TandemCore
-import TandemEngine
 import TandemStore
 
 /// Writes a coordinator database the way the coordinator would (the same Engine, the
