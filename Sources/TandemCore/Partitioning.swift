@@ -62,6 +62,6 @@ public struct Partitioning: Sendable, Equatable, CustomStringConvertible {
     }
 
     public static func conversationKey(_ a: String, _ b: String) -> String {
-        Array(a.utf8).lexicographicallyPrecedes(Array(b.utf8)) ? "\(a)/\(b)" : "\(b)/\(a)"
+        a.utf8.lexicographicallyPrecedes(b.utf8) ? "\(a)/\(b)" : "\(b)/\(a)"
     }
 }
