@@ -17,6 +17,16 @@ import TandemCore
 
     func at(_ ms: Millis) -> Engine.Now { Engine.Now(Self.t0 + ms) }
 
+    /// e1 created and committed (at 30, done at 31); e2 taken in at 40, in its window.
+    func secondEventWaiting() -> LeaderLoop {
+        var l = loop()
+        _ = l.receive(create("e1", sticker: "s1"), at: at(0))
+        _ = l.receive(.tick, at: at(30))
+        _ = l.receive(.committed(elapsed: .milliseconds(1)), at: at(31))
+        _ = l.receive(create("e2", sticker: "s2", at: 40), at: at(40))
+        return l
+    }
+
     func create(_ id: String, sticker: String, at ms: Millis = 0) -> LeaderLoop.Input {
         .message(topic: Self.room, payload: JSON.obj([
             "eventId": .string(id), "type": "create", "stickerId": .string(sticker), "timestamp": .int(Self.t0 + ms),
@@ -92,11 +102,7 @@ import TandemCore
     }
 
     @Test func aDuplicateDuringACommitWaitsBehindTheBatchItDescribes() {
-        var l = loop()
-        _ = l.receive(create("e1", sticker: "s1"), at: at(0))
-        _ = l.receive(.tick, at: at(30))
-        _ = l.receive(.committed(elapsed: .milliseconds(1)), at: at(31))
-        _ = l.receive(create("e2", sticker: "s2", at: 40), at: at(40))
+        var l = secondEventWaiting()
         #expect(commits(l.receive(.tick, at: at(70))).count == 1)
         // e1 again while e2's batch commits: its answer carries the room's version, which
         // e2's batch moves; it waits for that batch.
@@ -184,11 +190,7 @@ import TandemCore
     }
 
     @Test func aFailedCommitStopsWithNothingOfItPublished() {
-        var l = loop()
-        _ = l.receive(create("e1", sticker: "s1"), at: at(0))
-        _ = l.receive(.tick, at: at(30))
-        _ = l.receive(.committed(elapsed: .milliseconds(1)), at: at(31))
-        _ = l.receive(create("e2", sticker: "s2", at: 40), at: at(40))
+        var l = secondEventWaiting()
         _ = l.receive(.tick, at: at(70))
         // A duplicate held behind the failing batch goes down with it.
         #expect(published(l.receive(create("e1", sticker: "s1"), at: at(71))).isEmpty)
