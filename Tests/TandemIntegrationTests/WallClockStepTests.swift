@@ -46,7 +46,9 @@ import TestSupport
         return library
     }
 
-    @Test(.timeLimit(.minutes(1)), arguments: [("+0", "+1h"), ("+1h", "+0")])
+    // A guard against a hang, not a timing: in the full suite, beside the failover tests,
+    // one case has taken 45-66 s (9 s alone), so a minute was too tight.
+    @Test(.timeLimit(.minutes(3)), arguments: [("+0", "+1h"), ("+1h", "+0")])
     func aWallClockSteppedAnHourUnderLoad(_ from: String, _ step: String) async throws {
         let library = try #require(Self.libfaketime, "libfaketime is not installed: apt-get install faketime")
         let passthrough = try Self.passthrough.get()
