@@ -8,13 +8,14 @@ import TandemMQTT
 /// term starts and whenever the admin connection comes back; each step's grants and
 /// revocations are applied after its commit and before it is published.
 extension CoordinatorService {
-    /// Connects the admin client and makes the broker's room access match `engine`;
-    /// nil (with one warning) when no admin account is configured.
+    /// Connects the admin client, makes the broker's room access match `desired` (every
+    /// partition's rooms this process leads) and reads the broker's users; nil (with one
+    /// warning) when no admin account is configured.
     /// `gate`: the leader lease's fence, closed once the lease is lost (nothing more is
     /// sent and the connection is never made again). The client id names this process
     /// (`{client-id}-admin-{instanceId}`), so an old leader's admin connection and the new
     /// leader's never take each other's place at the broker.
-    func startBrokerAccess(engine: inout Engine, gate: (@Sendable () -> Bool)?) async throws -> BrokerAccessAdmin? {
+    func startBrokerAccess(desired: [String: Set<String>], gate: (@Sendable () -> Bool)?) async throws -> (admin: BrokerAccessAdmin, users: Set<String>)? {
         guard let username = configuration.brokerAdminUsername else {
             logger.warning("no broker admin account (--broker-admin-username): reads of rooms are not restricted by the broker; writes of non-members are still refused")
             return nil
@@ -27,10 +28,9 @@ extension CoordinatorService {
                 session: .cleanStart, tls: configuration.tls, gate: gate),
             topicRoot: configuration.topicRoot, logger: logger, maxMessageBytes: 60_000, answerTimeout: .seconds(5))
         try await admin.start()
-        let report = try await admin.reconcile(engine.roomAccess)
+        let report = try await admin.reconcile(desired)
         logReconcile(report, reason: "the term started")
-        engine.setKnownUsers(try await admin.knownUsers())
-        return admin
+        return (admin, try await admin.knownUsers())
     }
 
     /// Applies one step's changes; a refusal or a timeout is logged with its reason and

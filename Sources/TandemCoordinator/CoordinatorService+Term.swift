@@ -27,6 +27,9 @@ extension CoordinatorService {
         case reconcileAccess
         /// The broker's users, read again (an invite of anyone else is `unknown_user`).
         case knownUsers(Set<String>)
+        /// Hand this partition's room access to the gathering of `round`
+        /// (``PartitionGroup/gatherAccess()``) for one reconcile of the broker.
+        case reportAccess(round: Int)
     }
 
     /// The commit the service is carrying out for the ``LeaderLoop`` (one at a time).
@@ -37,19 +40,23 @@ extension CoordinatorService {
         var task: Task<(any Error)?, Never>
     }
 
-    /// Leads with `store` until a shutdown (drained, `.shutdown`) or until `fence` is
-    /// lost (`.leaseLost`: nothing more committed or published). `fence` nil: the
-    /// SQLite owner, whose term never ends. Closes the store. Throws what stops the
+    /// Leads every partition of the database with `store`, each through its own
+    /// ``LeaderLoop``, reorder buffer, commits and persistent MQTT session, side by side
+    /// (CONTRACT "Partitions"), until a shutdown (all drained, `.shutdown`) or until
+    /// `fence` is lost (`.leaseLost`: nothing more committed or published). `fence` nil:
+    /// the SQLite owner, whose term never ends. Closes the store. Throws what stops the
     /// process (a failed commit, a refused connection).
-    /// `checkpointer`: SQLite's WAL upkeep, run beside the pipeline every half second.
+    /// `checkpointer`: SQLite's WAL upkeep, run beside the pipelines every half second.
     func lead(store: any CoordinatorStore, term: Int64, fence: LeaseFence?, checkpointer: WALCheckpointer? = nil) async throws -> TermEnd {
         let startedAt = WallClock.now()
-        var engine: Engine
+        let count = configuration.partitioning.count
+        let partitions = Array(0..<count)
         // Recovery's `now` is both clocks at once: the tick reads like the wall clock.
         let recoveredAt = clock.tick()
+        let recovered: Engine.Recovered
         let reader: any CoordinatorStore
         do {
-            engine = try await Recovery.engine(configuration: configuration, store: store, now: recoveredAt)
+            recovered = try await Recovery.read(configuration: configuration, store: store, now: recoveredAt)
             reader = try await store.queryReader()
         } catch {
             await store.close()
@@ -57,37 +64,48 @@ extension CoordinatorService {
             logger.critical("cannot read the database", error: error, metadata: ["database": "\(store.location)"])
             throw error
         }
-        logger.info("database open", metadata: ["database": "\(store.location)", "epoch": "\(engine.epoch)", "holds": "\(engine.summaryLine)"])
+        let epoch = store.epoch
+        logger.info("database open", metadata: [
+            "database": "\(store.location)", "epoch": "\(epoch)", "partitions": "\(count)",
+            "holds": "\(recovered.rooms.live.count + recovered.rooms.packed.count) rooms, \(recovered.conversations.count) conversations, \(recovered.workouts.count) workouts",
+        ])
 
         var gate: (@Sendable () -> Bool)?
         if let fence { gate = { fence.holds } }
-        let client = try MQTTClient(
-            configuration: MQTTConfiguration(
-                host: configuration.host,
-                port: configuration.port,
-                clientId: configuration.clientId,
-                username: configuration.username,
-                password: configuration.password,
-                will: MQTTWill(topic: topics.coordinatorStatus, payload: Self.offlinePayload, qos: .atLeastOnce, retain: true),
-                session: .persistent(expirySeconds: configuration.sessionExpirySeconds),
-                // Receipts and snapshots in flight at once. libmosquitto walks every
-                // message sent and not yet acknowledged on each publish and each PUBACK
-                // (message__release_to_inflight), so this bounds the cost of one
-                // publication: at 20,000, a backlog after a minute's stall kept 20,000
-                // unacknowledged and the coordinator fell to 100 events a second at
-                // full CPU, never catching up (docs/PERFORMANCE.md, "A stall under load").
-                maxInflight: 1_000,
-                receiveMaximum: 20_000,
-                tls: configuration.tls,
-                gate: gate
-            ),
-            logger: logger
-        )
+        // One persistent session per partition, each taking every inbound message and
+        // keeping what hashes to it; each with a will, so that one cut off says offline.
+        let clients = try partitions.map { partition in
+            try MQTTClient(
+                configuration: MQTTConfiguration(
+                    host: configuration.host,
+                    port: configuration.port,
+                    clientId: PartitionGroup.clientId(configuration.clientId, partition: partition, of: count),
+                    username: configuration.username,
+                    password: configuration.password,
+                    will: MQTTWill(topic: topics.coordinatorStatus, payload: Self.offlinePayload, qos: .atLeastOnce, retain: true),
+                    session: .persistent(expirySeconds: configuration.sessionExpirySeconds),
+                    // Receipts and snapshots in flight at once. libmosquitto walks every
+                    // message sent and not yet acknowledged on each publish and each PUBACK
+                    // (message__release_to_inflight), so this bounds the cost of one
+                    // publication: at 20,000, a backlog after a minute's stall kept 20,000
+                    // unacknowledged and the coordinator fell to 100 events a second at
+                    // full CPU, never catching up (docs/PERFORMANCE.md, "A stall under load").
+                    maxInflight: 1_000,
+                    receiveMaximum: 20_000,
+                    tls: configuration.tls,
+                    gate: gate
+                ),
+                logger: logger
+            )
+        }
         // Room access on the broker, when it is administered: made to match the database
-        // before anything is published.
+        // (every partition's rooms) before anything is published.
         let access: BrokerAccessAdmin?
+        let knownUsers: Set<String>?
         do {
-            access = try await startBrokerAccess(engine: &engine, gate: gate)
+            let started = try await startBrokerAccess(desired: recovered.rooms.access, gate: gate)
+            access = started?.admin
+            knownUsers = started?.users
         } catch {
             await reader.close()
             await store.close()
@@ -97,28 +115,41 @@ extension CoordinatorService {
         }
         func closeAll() async {
             await access?.stop()
-            await client.disconnect()
+            for client in clients { await client.disconnect() }
             await reader.close()
             await store.close()
         }
-        // The lease gone: cut the shared client id's connection at once (no DISCONNECT,
-        // so the broker publishes our will) whatever the pipeline is doing.
-        fence?.whenLost { reason in client.cutOff(reason: "leader lease lost: \(reason)") }
+        // The lease gone: cut the shared client ids' connections at once (no DISCONNECT,
+        // so the broker publishes our will) whatever the pipelines are doing.
+        fence?.whenLost { reason in
+            for client in clients { client.cutOff(reason: "leader lease lost: \(reason)") }
+        }
 
-        // The pipeline's one input stream. Inbound messages go straight into it from
+        // Each pipeline's one input stream. Inbound messages go straight into it from
         // libmosquitto's thread (no task in between). Registered before CONNECT: whatever
-        // the broker queued for our session while we were down is delivered into it.
-        let (inputs, feed) = AsyncStream.makeStream(of: Input.self)
-        try await client.subscribe(topics.inboundFilters, qos: .atLeastOnce) { message in
-            feed.yield(.message(message))
+        // the broker queued for the session while we were down is delivered into it.
+        let streams = partitions.map { _ in AsyncStream.makeStream(of: Input.self) }
+        let group = PartitionGroup(partitions: partitions, feeds: streams.map(\.continuation))
+        for (client, stream) in zip(clients, streams) {
+            let feed = stream.continuation
+            try await client.subscribe(topics.inboundFilters, qos: .atLeastOnce) { message in
+                feed.yield(.message(message))
+            }
         }
         logger.info(configuration.tls == nil ? "connecting to the MQTT broker" : "connecting to the MQTT broker over TLS", metadata: [
             "mqtt.host": "\(configuration.host)", "mqtt.port": "\(configuration.port)",
-            "mqtt.username": "\(configuration.username ?? "(anonymous)")", "mqtt.client_id": "\(configuration.clientId)",
+            "mqtt.username": "\(configuration.username ?? "(anonymous)")",
+            "mqtt.client_id": "\(count == 1 ? configuration.clientId : "\(configuration.clientId)-p0 ... -p\(count - 1)")",
         ])
         do {
-            try await cancelWhenGracefulShutdown { try await client.connect() }
-            try await client.publish(topics.coordinatorStatus, payload: onlinePayload(startedAt: startedAt, term: term), qos: .atLeastOnce, retain: true)
+            try await cancelWhenGracefulShutdown {
+                try await withThrowingTaskGroup(of: Void.self) { connecting in
+                    for client in clients { connecting.addTask { try await client.connect() } }
+                    try await connecting.waitForAll()
+                }
+            }
+            for partition in partitions { _ = group.connected(partition) }
+            try await clients[0].publish(topics.coordinatorStatus, payload: onlinePayload(startedAt: startedAt, term: term), qos: .atLeastOnce, retain: true)
         } catch {
             await closeAll()
             if error is CancellationError { return .shutdown }
@@ -128,38 +159,67 @@ extension CoordinatorService {
         }
         health.role = .leader(term: term, online: true)
         exporter.leading(term: term)
-        logger.notice("online: leading (instance \(configuration.instanceId), term \(term)); every subscription acknowledged; status published on \(topics.coordinatorStatus)", metadata: ["term": "\(term)"])
-        // Every snapshot again (the broker may have lost its retained copies, or the last
-        // leader's late copies may be there), in chunks from the pipeline's steps so that
-        // they never all sit in memory at once.
-        engine.startRepublishing(now: clock.tick())
-        var loop = LeaderLoop(engine: consume engine, leaseDeadline: fence.map { clock.tick(at: $0.deadline) })
+        logger.notice("online: leading (instance \(configuration.instanceId), term \(term), \(configuration.partitioning)); every subscription acknowledged; status published on \(topics.coordinatorStatus)", metadata: ["term": "\(term)"])
 
+        // The partitions side by side, each on its own task; the first to fail stops the
+        // others (their pipelines end at the cancellation), and the process with it.
         var end = TermEnd.shutdown
-        do {
-            end = try await pipeline(
-                loop: &loop, client: client, store: store, reader: reader, inputs: inputs, feed: feed,
-                startedAt: startedAt, term: term, fence: fence, checkpointer: checkpointer, access: access)
-        } catch {
-            health.role = .stopping
+        var failure: (any Error)?
+        await withTaskGroup(of: Result<TermEnd, any Error>.self) { running in
+            for (index, partition) in partitions.enumerated() {
+                let client = clients[index]
+                let stream = streams[index]
+                running.addTask { [self] in
+                    var rules = configuration.engine
+                    rules.partition = partition
+                    do {
+                        var engine = try Engine(configuration: rules, epoch: epoch, recovered: recovered, now: recoveredAt)
+                        if let knownUsers { engine.setKnownUsers(knownUsers) }
+                        // Every snapshot again (the broker may have lost its retained
+                        // copies, or the last leader's late copies may be there), in chunks
+                        // from the pipeline's steps so that they never all sit in memory.
+                        engine.startRepublishing(now: clock.tick())
+                        var loop = LeaderLoop(engine: consume engine, leaseDeadline: fence.map { clock.tick(at: $0.deadline) })
+                        return .success(try await pipeline(
+                            partition: partition, group: group, loop: &loop, client: client, store: store, reader: reader,
+                            inputs: stream.stream, feed: stream.continuation, startedAt: startedAt, term: term, fence: fence,
+                            checkpointer: index == 0 ? checkpointer : nil, access: access))
+                    } catch {
+                        return .failure(error)
+                    }
+                }
+            }
+            for await result in running {
+                switch result {
+                case .success(.shutdown):
+                    break
+                case .success(let other):
+                    if end.isShutdown { end = other }
+                case .failure(let error):
+                    if failure == nil { failure = error }
+                    running.cancelAll()
+                }
+            }
+        }
+        health.role = .stopping
+        if let failure {
             exporter.stoppedLeading(lost: fence?.lostReason != nil)
             await closeAll()
             if let lost = fence?.lostReason { return .leaseLost(lost) }
-            logger.critical("stopping after an error", error: error)
-            throw error
+            logger.critical("stopping after an error", error: failure)
+            throw failure
         }
-        health.role = .stopping
         exporter.stoppedLeading(lost: !(end.isShutdown))
         guard case .shutdown = end else {
             // Lost the lease: not one more commit or publication. The gate is closed, the
-            // connection cut; what waits in the buffer was never acknowledged by a
+            // connections cut; what waits in the buffers was never acknowledged by a
             // receipt, so its senders resend it to the next leader.
             await closeAll()
             return end
         }
-        // Drained by the loop: everything taken is committed and published.
+        // Drained by the loops: everything taken is committed and published.
         do {
-            try await client.publish(topics.coordinatorStatus, payload: Self.offlinePayload, qos: .atLeastOnce, retain: true)
+            try await clients[0].publish(topics.coordinatorStatus, payload: Self.offlinePayload, qos: .atLeastOnce, retain: true)
         } catch {
             logger.warning("could not publish the offline status", error: error)
         }
@@ -171,7 +231,7 @@ extension CoordinatorService {
     /// Feeds the ``LeaderLoop`` what happens and carries out what it answers, until it
     /// stops. Throws a commit's error (the process stops).
     private func pipeline(
-        loop: inout LeaderLoop, client: MQTTClient, store: any CoordinatorStore, reader: any CoordinatorStore,
+        partition: Int, group partitions: PartitionGroup, loop: inout LeaderLoop, client: MQTTClient, store: any CoordinatorStore, reader: any CoordinatorStore,
         inputs: AsyncStream<Input>, feed: AsyncStream<Input>.Continuation, startedAt: Millis, term: Int64,
         fence: LeaseFence?, checkpointer: WALCheckpointer?, access: BrokerAccessAdmin?
     ) async throws -> TermEnd {
@@ -213,7 +273,8 @@ extension CoordinatorService {
             // it ends: an exchange with the broker waits up to its answer timeout, and a
             // lost lease must end the term at once.
             var accessTasks: [Task<Void, Never>] = []
-            if let access {
+            // The broker's admin connection is followed by the first partition, for all.
+            if let access, partition == partitions.first {
                 accessTasks.append(Task {
                     var first = true
                     for await event in access.connectionEvents {
@@ -227,7 +288,7 @@ extension CoordinatorService {
                     while !Task.isCancelled {
                         do {
                             try await Task.sleep(for: .seconds(10))
-                            feed.yield(.knownUsers(try await access.knownUsers()))
+                            partitions.broadcast(.knownUsers(try await access.knownUsers()))
                         } catch is CancellationError {
                             return
                         } catch {
@@ -252,7 +313,7 @@ extension CoordinatorService {
                 for action in actions {
                     switch action {
                     case .publish(let publications):
-                        exporter.observe(metrics: loop.engine.metrics, gauges: loop.engine.gauges)
+                        exporter.observe(metrics: loop.engine.metrics, gauges: loop.engine.gauges, partition: partition)
                         send(publications, via: client, metrics: &loop.engine.metrics)
                     case .commit(let commit):
                         let batch = commit.batch
@@ -331,25 +392,35 @@ extension CoordinatorService {
                     case .leaseLost(let loss):
                         carryOut(loop.receive(.leaseLost(loss), at: now))
                     case .reconcileAccess:
-                        if let access {
-                            let desired = loop.engine.roomAccess
+                        // Every partition's rooms at once: the broker's access is one whole.
+                        if access != nil { partitions.gatherAccess() }
+                    case .reportAccess(let round):
+                        if let access, let desired = partitions.report(round: round, partition: partition, access: loop.engine.roomAccess) {
                             Task { [self] in await reconcile(desired, on: access, reason: "the admin connection came back, or the broker refused a change") }
                         }
                     case .connection(.connected(let sessionPresent)):
                         connections += 1
                         connectionChanged(up: true, reconnect: connections > 1)
-                        // The first is the connect() above, which published the status already.
+                        // The first is the connect() in lead, after which the status was published.
                         guard connections > 1 else { break }
-                        logger.info("MQTT reconnected", metadata: ["mqtt.session_present": "\(sessionPresent)"])
-                        // A will may have marked us offline while the connection was down.
-                        client.enqueueLogged(topics.coordinatorStatus, payload: onlinePayload(startedAt: startedAt, term: term), retain: true, logger: logger)
+                        logger.info("MQTT reconnected", metadata: ["mqtt.session_present": "\(sessionPresent)", "partition": "\(partition)"])
+                        // A will may have marked us offline while the connection was down:
+                        // online again once every partition's session is up.
+                        if partitions.connected(partition) {
+                            client.enqueueLogged(topics.coordinatorStatus, payload: onlinePayload(startedAt: startedAt, term: term), retain: true, logger: logger)
+                        }
                     case .connection(.disconnected(let reason)):
+                        partitions.disconnected(partition)
                         connectionChanged(up: false)
-                        logger.warning("MQTT connection lost", metadata: ["reason": "\(reason)"])
+                        logger.warning("MQTT connection lost", metadata: ["reason": "\(reason)", "partition": "\(partition)"])
                     case .metricsTick:
-                        let metrics = loop.engine.metricsPublication(uptimeSeconds: Double(now.tick - clock.anchorWall) / 1000)
+                        exporter.observe(metrics: loop.engine.metrics, gauges: loop.engine.gauges, partition: partition)
+                        // The first partition publishes them all: the sums, and each one's
+                        // own figures as of its last tick or publication.
+                        guard partition == partitions.first else { break }
+                        let metrics = Metrics.publication(
+                            topics: topics, partitions: exporter.partitions(), uptimeSeconds: Double(now.tick - clock.anchorWall) / 1000)
                         client.enqueueLogged(metrics.topic, payload: metrics.payload, qos: .atMostOnce, retain: true, logger: logger)
-                        exporter.observe(metrics: loop.engine.metrics, gauges: loop.engine.gauges)
                         exporter.mirror()
                     }
                     // The fence also closes the MQTT gate on its own thread; the loop

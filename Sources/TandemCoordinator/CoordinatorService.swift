@@ -77,6 +77,8 @@ public final class CoordinatorService: Service {
             // beside them (off the hot path), and the writer only starts the WAL over
             // between two commits (WALCheckpointer).
             store = try TandemStore.open(path: path, checkpoints: .separate)
+            // Fixed with the database: refused, before the broker is touched, if it differs.
+            try await store.fixPartitions(configuration.partitioning.count)
             checkpointer = try TandemStore.openCheckpointer(path: path)
         } catch {
             logger.critical("cannot open the database", error: error, metadata: ["database": "\(path)"])
@@ -84,7 +86,7 @@ public final class CoordinatorService: Service {
         }
         let announcer = try InstanceAnnouncer(configuration: configuration, topics: topics, startedAt: startedAt, logger: logger)
         announcer.start()
-        announcer.announce(.leader(term: 0))
+        announcer.announce(.leader(term: 0, partitions: Array(0..<configuration.partitioning.count)))
         defer { withExtendedLifetime(owner) {} }
         do {
             _ = try await lead(store: store, term: 0, fence: nil, checkpointer: WALCheckpointer(writer: store, checkpointer: checkpointer))
@@ -119,7 +121,7 @@ public final class CoordinatorService: Service {
             health.role = .standby
         }
         do {
-            try await cancelWhenGracefulShutdown { try await self.prepareSchema(lease, poll: poll) }
+            try await cancelWhenGracefulShutdown { try await self.prepareSchema(lease, database: url.description, poll: poll) }
             while true {
                 let (acquired, sentAt) = try await cancelWhenGracefulShutdown {
                     try await waitForLease(lease, poll: poll, logger: self.logger)
@@ -179,11 +181,11 @@ public final class CoordinatorService: Service {
 
     /// Creates the schema if the database is new, waiting for a database that cannot be
     /// reached yet (it may be starting beside us).
-    private func prepareSchema(_ lease: PostgresLease, poll: Duration) async throws {
+    private func prepareSchema(_ lease: PostgresLease, database: String, poll: Duration) async throws {
         var told = false
         while true {
             do {
-                try await lease.prepare()
+                try await lease.prepare(partitions: configuration.partitioning.count, database: database)
                 return
             } catch let error as PostgresStoreError where error.isConnectionLoss {
                 if !told { logger.warning("cannot reach the database yet; trying again", error: error) }
@@ -198,7 +200,7 @@ public final class CoordinatorService: Service {
         do {
             let store = try await PostgresStore.open(
                 url: url, fence: .init(term: fence.term, leaseMs: fence.leaseMs, holds: { fence.holds }), logger: logger)
-            announcer.announce(.leader(term: fence.term))
+            announcer.announce(.leader(term: fence.term, partitions: Array(0..<configuration.partitioning.count)))
             return try await lead(store: store, term: fence.term, fence: fence)
         } catch let error as PostgresStoreError {
             if let lost = fence.lostReason { return .leaseLost(lost) }

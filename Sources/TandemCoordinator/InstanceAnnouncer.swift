@@ -11,7 +11,8 @@ import TandemMQTT
 final class InstanceAnnouncer: Sendable {
     enum Role: Sendable {
         case standby
-        case leader(term: Int64)
+        /// `partitions`: those this process leads (CONTRACT "Partitions").
+        case leader(term: Int64, partitions: [Int])
     }
 
     let client: MQTTClient
@@ -82,9 +83,11 @@ final class InstanceAnnouncer: Sendable {
         switch role {
         case .standby:
             members.append(.init("role", "standby"))
-        case .leader(let term):
+            members.append(.init("partitions", .array([])))
+        case .leader(let term, let partitions):
             members.append(.init("role", "leader"))
             members.append(.init("term", .int(term)))
+            members.append(.init("partitions", .array(partitions.map { .int(Int64($0)) })))
         }
         client.enqueueLogged(topic, payload: JSON.object(members).serialized(), retain: true, logger: logger)
     }

@@ -43,6 +43,9 @@ public final class MetricsExporter: Sendable {
         public static let leaderTerm = "tandem_leader_term"
         public static let termsStarted = "tandem_terms_started_total"
         public static let leasesLost = "tandem_leases_lost_total"
+        /// Per partition this process leads (`partition` label); the series above are the sums.
+        public static let partitionMessagesReceived = "tandem_partition_messages_received_total"
+        public static let partitionBufferDepth = "tandem_partition_buffer_depth"
     }
 
     /// Histogram buckets. Commits take a fraction of a millisecond to a few; a receipt
@@ -101,10 +104,17 @@ public final class MetricsExporter: Sendable {
     let leasesLost: Counter
 
     struct State {
-        var latest = Metrics()
-        var gauges = Metrics.Gauges()
+        /// Each partition's latest counts and levels (one entry with one partition).
+        var latest: [Int: Metrics] = [:]
+        var gauges: [Int: Metrics.Gauges] = [:]
+        /// The sums as last mirrored, and each partition's messages in.
         var mirrored = Metrics()
+        var mirroredIn: [Int: Int] = [:]
+        var partitionReceived: [Int: Counter] = [:]
+        var partitionDepth: [Int: Gauge] = [:]
     }
+
+    let factory: any MetricsFactory
 
     let state = Mutex(State())
 
@@ -116,6 +126,7 @@ public final class MetricsExporter: Sendable {
             Counter(label: name, dimensions: dimensions, factory: factory)
         }
         func gauge(_ name: String) -> Gauge { Gauge(label: name, factory: factory) }
+        self.factory = factory
         received = Dictionary(uniqueKeysWithValues: Metrics.InboundKind.allCases.map {
             ($0, counter(Name.messagesReceived, [("kind", $0.rawValue)]))
         })
@@ -165,17 +176,26 @@ public final class MetricsExporter: Sendable {
 
     /// Keeps the engine's latest counts and levels for the next ``mirror()``.
     public func observe(_ engine: borrowing Engine) {
-        observe(metrics: engine.metrics, gauges: engine.gauges)
+        observe(metrics: engine.metrics, gauges: engine.gauges, partition: engine.configuration.partition)
     }
 
     /// The engine's counts and levels, taken by the pipeline right before it publishes
     /// (so that a scrape made after a client got its receipt counts it) and on the
     /// metrics tick: not after every message, where the copy would cost more than the
     /// message (the counters' dictionaries are copied on the engine's next write).
-    public func observe(metrics: Metrics, gauges: Metrics.Gauges) {
+    public func observe(metrics: Metrics, gauges: Metrics.Gauges, partition: Int = 0) {
         state.withLock {
-            $0.latest = metrics
-            $0.gauges = gauges
+            $0.latest[partition] = metrics
+            $0.gauges[partition] = gauges
+        }
+    }
+
+    /// Each partition's latest counts and levels, in partition order.
+    public func partitions() -> [Metrics.Partition] {
+        state.withLock { state in
+            state.latest.keys.sorted().map {
+                Metrics.Partition(partition: $0, metrics: state.latest[$0]!, gauges: state.gauges[$0] ?? .init())
+            }
         }
     }
 
@@ -183,7 +203,7 @@ public final class MetricsExporter: Sendable {
     /// the gauges.
     public func mirror() {
         state.withLock { state in
-            let now = state.latest
+            let now = Metrics.summed(state.latest.values)
             let was = state.mirrored
             func add(_ counter: Counter, _ now: Int, _ was: Int) {
                 if now > was { counter.increment(by: now - was) }
@@ -202,7 +222,20 @@ public final class MetricsExporter: Sendable {
             add(storeErrors[.query]!, now.errors, was.errors)
             state.mirrored = now
 
-            let g = state.gauges
+            if state.latest.count > 1 || state.latest.keys.contains(where: { $0 != 0 }) {
+                for (partition, metrics) in state.latest {
+                    let counter = state.partitionReceived[partition] ?? Counter(
+                        label: Name.partitionMessagesReceived, dimensions: [("partition", "\(partition)")], factory: factory)
+                    state.partitionReceived[partition] = counter
+                    add(counter, metrics.messagesIn, state.mirroredIn[partition] ?? 0)
+                    state.mirroredIn[partition] = metrics.messagesIn
+                    let depth = state.partitionDepth[partition] ?? Gauge(
+                        label: Name.partitionBufferDepth, dimensions: [("partition", "\(partition)")], factory: factory)
+                    state.partitionDepth[partition] = depth
+                    depth.record(state.gauges[partition]?.bufferDepth ?? 0)
+                }
+            }
+            let g = Metrics.Gauges.summed(state.gauges.values)
             bufferDepth.record(g.bufferDepth)
             republishRemaining.record(g.republishRemaining)
             rooms.record(g.rooms)

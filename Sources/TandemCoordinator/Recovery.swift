@@ -1,10 +1,18 @@
 import TandemCore
 import TandemEngine
 
-/// Rebuilds an ``Engine`` from a store: the I/O of a restart, kept out of the engine,
-/// which is built from the values read here (``Engine/init(configuration:recovered:now:)``).
+/// Rebuilds engines from a store: the I/O of a restart, kept out of the engine, which is
+/// built from the values read here (``Engine/init(configuration:epoch:recovered:now:)``).
 public enum Recovery {
     public static func engine(configuration: CoordinatorConfiguration, store: some CoordinatorStore, now: Millis) async throws -> Engine {
+        let recovered = try await read(configuration: configuration, store: store, now: now)
+        return try Engine(configuration: configuration.engine, epoch: store.epoch, recovered: recovered, now: now)
+    }
+
+    /// What the store holds, read once for every partition of this process: each
+    /// partition's engine keeps its own rooms, conversations and workouts of it
+    /// (``Engine/init(configuration:epoch:recovered:now:)``).
+    public static func read(configuration: CoordinatorConfiguration, store: some CoordinatorStore, now: Millis) async throws -> Engine.Recovered {
         let roomRows = try await store.loadEntities(kind: EntityKind.room)
         // The store reads the remembered ids of the memory window (as digests) on its own
         // thread while this task reads the rooms: the two largest parts of a restart,
@@ -21,6 +29,6 @@ public enum Recovery {
         recovered.workouts = try await store.loadEntities(kind: EntityKind.workout)
         recovered.seenDigests = try await seenDigests
         recovered.seenSince = seenSince
-        return try Engine(configuration: configuration.engine, epoch: store.epoch, recovered: recovered, now: now)
+        return recovered
     }
 }

@@ -136,12 +136,16 @@ extension Engine {
     /// Every open room's readers: the broker's access rules as the database says they
     /// should be (reconciled at start, at a takeover and after the broker comes back).
     public var roomAccess: [String: Set<String>] {
+        Self.readers(live: rooms.values, packed: packedRooms.values)
+    }
+
+    static func readers(live: some Sequence<RoomState>, packed: some Sequence<PackedRoom>) -> [String: Set<String>] {
         var readers: [String: Set<String>] = [:]
-        for (roomId, room) in rooms where room.exists {
-            for member in room.members.list { readers[member.userId, default: []].insert(roomId) }
+        for room in live where room.exists {
+            for member in room.members.list { readers[member.userId, default: []].insert(room.roomId) }
         }
-        for (roomId, room) in packedRooms {
-            for member in room.members.list { readers[member.userId, default: []].insert(roomId) }
+        for room in packed {
+            for member in room.members.list { readers[member.userId, default: []].insert(room.roomId) }
         }
         return readers
     }

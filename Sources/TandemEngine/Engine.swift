@@ -43,7 +43,7 @@ public struct Engine {
         static func < (a: LeaseDeadline, b: LeaseDeadline) -> Bool { (a.at, a.roomId) < (b.at, b.roomId) }
     }
 
-    let configuration: EngineConfiguration
+    public let configuration: EngineConfiguration
     let topics: Topics
     public let epoch: String
     public var metrics = Metrics()
@@ -150,6 +150,13 @@ public struct Engine {
 
             public init() {}
 
+            /// Every open room's readers, over all partitions (``Engine/roomAccess`` of one
+            /// engine that held them all): what the broker's access is reconciled to before
+            /// the partitions' engines are built.
+            public var access: [String: Set<String>] {
+                Engine.readers(live: live, packed: packed)
+            }
+
             mutating func add(_ other: Rooms) {
                 live += other.live
                 packed += other.packed
@@ -161,18 +168,26 @@ public struct Engine {
     /// Rebuilds the state from the store's current-state rows (no history replay).
     public init(configuration: EngineConfiguration, epoch: String, recovered: Recovered, now: Millis) throws {
         self.init(configuration: configuration, epoch: epoch, now: now)
-        for room in recovered.rooms.live {
+        // With several partitions the store holds them all: this engine keeps its own
+        // rooms, conversations and workouts (the same rule that places their messages).
+        let partitioning = configuration.partitioning
+        let mine = configuration.partition
+        let single = partitioning.count == 1
+        for room in recovered.rooms.live where single || partitioning.partition(ofRoom: room.roomId) == mine {
             rooms[room.roomId] = room
             trackLease(of: room)
         }
-        packedRooms.reserveCapacity(recovered.rooms.packed.count)
-        for room in recovered.rooms.packed { packedRooms[room.roomId] = room }
+        packedRooms.reserveCapacity(recovered.rooms.packed.count / partitioning.count)
+        for room in recovered.rooms.packed where single || partitioning.partition(ofRoom: room.roomId) == mine {
+            packedRooms[room.roomId] = room
+        }
         // Bodies of the old format go back to the store in the binary one with the first
         // step, so that the next start reads them fast.
-        pendingBatch.entities = recovered.rooms.rewritten
+        pendingBatch.entities = recovered.rooms.rewritten.filter { single || partitioning.partition(ofRoom: $0.key) == mine }
         for stored in recovered.conversations {
             let messages = stored.latestMessages.map { DirectMessage(id: $0.id, sender: $0.sender, text: $0.text, sentAt: $0.sentAt, isRead: $0.isRead) }
             let conversation = try Conversation(persisted: JSON.parse(stored.row.body), messages: messages)
+            guard single || partitioning.partition(ofConversation: conversation.key.low, conversation.key.high) == mine else { continue }
             conversations[conversation.key] = conversation
             conversationCount[conversation.key.low, default: 0] += 1
             conversationCount[conversation.key.high, default: 0] += 1
@@ -180,6 +195,7 @@ public struct Engine {
         }
         for row in recovered.workouts {
             let workout = try WorkoutState(persisted: JSON.parse(row.body))
+            guard single || partitioning.partition(ofUser: workout.user) == mine else { continue }
             workouts[WorkoutKey(user: workout.user, workoutId: workout.workoutId)] = workout
         }
         remembered = RememberedIds(

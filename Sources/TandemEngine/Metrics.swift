@@ -110,8 +110,89 @@ public struct Metrics: Sendable {
         ])
     }
 
+    /// Several partitions' counts as one: every count added up; the last batch's size and
+    /// the slowest commit are the largest of any partition's.
+    public static func summed(_ parts: some Sequence<Metrics>) -> Metrics {
+        var sum = Metrics()
+        for m in parts {
+            sum.messagesIn += m.messagesIn
+            sum.messagesInByKind.merge(m.messagesInByKind, uniquingKeysWith: +)
+            sum.messagesOut += m.messagesOut
+            sum.accepted += m.accepted
+            sum.rejected += m.rejected
+            sum.duplicates += m.duplicates
+            sum.receiptsByKind.merge(m.receiptsByKind, uniquingKeysWith: +)
+            sum.rejectionsByCode.merge(m.rejectionsByCode, uniquingKeysWith: +)
+            sum.queriesRefused += m.queriesRefused
+            sum.dropped += m.dropped
+            sum.messagesElsewhere += m.messagesElsewhere
+            sum.lateEvents += m.lateEvents
+            sum.clampedTimestamps += m.clampedTimestamps
+            sum.idStoreChecks += m.idStoreChecks
+            sum.telemetryAccepted += m.telemetryAccepted
+            sum.lockExpiries += m.lockExpiries
+            sum.batches += m.batches
+            sum.lastBatchSize = max(sum.lastBatchSize, m.lastBatchSize)
+            sum.commitMillisTotal += m.commitMillisTotal
+            sum.commitMillisMax = max(sum.commitMillisMax, m.commitMillisMax)
+            sum.publishErrors += m.publishErrors
+            sum.errors += m.errors
+        }
+        return sum
+    }
+
+    /// One partition's counts and levels, as `coordinator/metrics` lists them.
+    public struct Partition: Sendable {
+        public var partition: Int
+        public var metrics: Metrics
+        public var gauges: Gauges
+
+        public init(partition: Int, metrics: Metrics, gauges: Gauges) {
+            self.partition = partition
+            self.metrics = metrics
+            self.gauges = gauges
+        }
+    }
+
+    /// `coordinator/metrics` for the partitions one process leads: their sums as with one
+    /// partition, and with more than one, `"partitions"` listing each one's own figures.
+    public static func publication(topics: Topics, partitions: [Partition], uptimeSeconds: Double) -> Publication {
+        var json = summed(partitions.map(\.metrics)).json(uptimeSeconds: uptimeSeconds, gauges: .summed(partitions.map(\.gauges)))
+        if partitions.count > 1, case .object(var members) = json {
+            members.append(JSON.Member("partitions", .array(partitions.map { p in
+                .obj([
+                    "partition": .int(Int64(p.partition)),
+                    "messagesIn": .int(Int64(p.metrics.messagesIn)),
+                    "messagesElsewhere": .int(Int64(p.metrics.messagesElsewhere)),
+                    "messagesOut": .int(Int64(p.metrics.messagesOut)),
+                    "batches": .int(Int64(p.metrics.batches)),
+                    "bufferDepth": .int(Int64(p.gauges.bufferDepth)),
+                    "rooms": .int(Int64(p.gauges.rooms)),
+                    "conversations": .int(Int64(p.gauges.conversations)),
+                    "workouts": .int(Int64(p.gauges.workouts)),
+                ])
+            })))
+            json = .object(members)
+        }
+        return Publication(topic: topics.coordinatorMetrics, payload: json.serialized(), retain: true, qos: 0)
+    }
+
     /// What the engine holds right now (levels, not counts).
     public struct Gauges: Sendable, Equatable {
+        /// Several partitions' levels added up.
+        public static func summed(_ parts: some Sequence<Gauges>) -> Gauges {
+            var sum = Gauges()
+            for g in parts {
+                sum.bufferDepth += g.bufferDepth
+                sum.republishRemaining += g.republishRemaining
+                sum.rooms += g.rooms
+                sum.conversations += g.conversations
+                sum.workouts += g.workouts
+                sum.seenIds += g.seenIds
+            }
+            return sum
+        }
+
         /// Events and commands waiting in the reorder buffer.
         public var bufferDepth = 0
         /// Rooms, conversations and workouts whose snapshots are still to be republished

@@ -48,11 +48,15 @@ public actor PostgresLease {
             settings: [("statement_timeout", timeout), ("lock_timeout", timeout)], logger: logger)
     }
 
-    /// Creates the schema (and the lease row) if the database is new.
-    public func prepare() async throws {
-        _ = try await run("prepare the schema") { connection in
-            try await PostgresSchema.migrate(connection, logger: self.logger)
-        }
+    /// Creates the schema (and the lease row) if the database is new, and settles its
+    /// number of partitions (recorded at its creation): returns it, or throws
+    /// ``PartitionsMismatch`` when `partitions` differs, having written nothing.
+    @discardableResult
+    public func prepare(partitions: Int, database: String) async throws -> Int {
+        try await run("prepare the schema") { connection in
+            _ = try await PostgresSchema.migrate(connection, logger: self.logger)
+            return try await PostgresSchema.partitions(connection, configured: partitions, database: database, logger: self.logger)
+        }.get()
     }
 
     /// Takes the lease if it has run out or was released: term + 1, this instance,

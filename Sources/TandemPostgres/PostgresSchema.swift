@@ -170,6 +170,35 @@ enum PostgresSchema {
         return current
     }
 
+    /// The number of partitions recorded with the database (``PartitionsMismatch/settle(recorded:holdsData:configured:database:)``),
+    /// recorded now on a new database. Two processes starting together on a new one with
+    /// different numbers: the first to record wins, the other is refused.
+    static func partitions(_ connection: PostgresConnection, configured: Int, database: String, logger: Logger) async throws -> Result<Int, PartitionsMismatch> {
+        func recorded() async throws -> String? {
+            var value: String?
+            for try await v in try await connection.query(
+                PostgresQuery(unsafeSQL: "SELECT value FROM meta WHERE key = 'partitions'"), logger: logger
+            ).decode(String.self) { value = v }
+            return value
+        }
+        var holdsData = false
+        for try await v in try await connection.query(PostgresQuery(unsafeSQL: """
+            SELECT EXISTS(SELECT 1 FROM entities) OR EXISTS(SELECT 1 FROM event_log) OR EXISTS(SELECT 1 FROM seen_ids)
+            """), logger: logger).decode(Bool.self) { holdsData = v }
+        do {
+            let (partitions, record) = try PartitionsMismatch.settle(
+                recorded: try await recorded(), holdsData: holdsData, configured: configured, database: database)
+            guard record else { return .success(partitions) }
+            try await connection.query(PostgresQuery(
+                unsafeSQL: "INSERT INTO meta(key, value) VALUES ('partitions', $1) ON CONFLICT (key) DO NOTHING",
+                binds: binds(String(partitions))), logger: logger)
+            return .success(try PartitionsMismatch.settle(
+                recorded: try await recorded(), holdsData: true, configured: configured, database: database).partitions)
+        } catch let mismatch as PartitionsMismatch {
+            return .failure(mismatch)
+        }
+    }
+
     /// 16 lowercase hex digits from the system's secure generator (as the SQLite store).
     static func makeEpoch() -> String {
         var generator = SystemRandomNumberGenerator()

@@ -120,6 +120,21 @@ public actor TandemStore {
         self.executor = QueueExecutor(label: "tandem.store \(options.readOnly ? "reader" : "writer") \(path)")
     }
 
+    /// The database's number of partitions, recorded with it at its creation: `configured`
+    /// on a new database (recorded now), 1 on one made before partitions existed. Throws
+    /// ``PartitionsMismatch`` when `configured` differs, having written nothing.
+    @discardableResult
+    public func fixPartitions(_ configured: Int) throws -> Int {
+        let recorded = try connection.queryOne("SELECT value FROM meta WHERE key = 'partitions'") { $0.text(0) }
+        let holdsData = try connection.queryOne(
+            "SELECT EXISTS(SELECT 1 FROM entities) OR EXISTS(SELECT 1 FROM event_log) OR EXISTS(SELECT 1 FROM seen_ids)") { $0.int64(0) } == 1
+        let (partitions, record) = try PartitionsMismatch.settle(recorded: recorded, holdsData: holdsData, configured: configured, database: path)
+        if record {
+            try connection.run("INSERT INTO meta(key, value) VALUES ('partitions', ?1) ON CONFLICT(key) DO NOTHING", [.text(String(partitions))])
+        }
+        return partitions
+    }
+
     /// Closes the database. Every later call throws (`SQLITE_MISUSE`, "the connection is closed").
     public func close() {
         connection.close()

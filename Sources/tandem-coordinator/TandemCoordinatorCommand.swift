@@ -41,6 +41,9 @@ struct TandemCoordinatorCommand: AsyncParsableCommand {
     @Option(help: Self.leaderLeaseSeconds.help("PostgreSQL: a leader not renewing its lease for this many seconds is replaced by a standby"))
     var leaderLeaseSeconds: Double?
 
+    @Option(help: Self.partitions.help("Partitions rooms, conversations and workouts are spread over, each with its own leader; fixed when the database is created"))
+    var partitions: Int?
+
     @Option(help: Self.instanceId.help("Names this process on coordinator/instances/{id} and in the lease"))
     var instanceId: String?
 
@@ -193,6 +196,7 @@ struct TandemCoordinatorCommand: AsyncParsableCommand {
     static let leaderLeaseSeconds = Setting<Double>.number(
         "leader-lease-seconds", "TANDEM_LEADER_LEASE_SECONDS", default: Double(defaults.leaderLeaseMs) / 1000,
         maximum: 86_400, kind: "a number of seconds")
+    static let partitions = Setting<Int>.integer("partitions", "TANDEM_PARTITIONS", default: 1, range: 1...Partitioning.maximum)
     static let instanceId = Setting<String>.text("instance-id", "TANDEM_INSTANCE_ID", shown: "host name and process id", check: {
         Identifier.isValid($0) ? nil : "must be 1-64 characters of A-Z a-z 0-9 _ . -"
     })
@@ -255,6 +259,7 @@ struct TandemCoordinatorCommand: AsyncParsableCommand {
         guard lease >= 0.2 else { throw ValidationError("--leader-lease-seconds must be at least 0.2, not \(lease)") }
         c.leaderLeaseMs = Millis((lease * 1000).rounded())
         if let v = try Self.instanceId.resolve(instanceId, in: env) { c.instanceId = v }
+        c.partitioning = Partitioning(count: try Self.partitions.value(partitions, in: env))!
         c.reorderWindowMs = Millis(try Self.reorderWindowMs.value(reorderWindowMs, in: env))
         c.maxSkewMs = Millis(try Self.maxSkewMs.value(maxSkewMs, in: env))
         c.lockLeaseMs = Millis((try Self.lockLeaseSeconds.value(lockLeaseSeconds, in: env) * 1000).rounded())

@@ -64,6 +64,104 @@ import Testing
         #expect(single.metrics.messagesElsewhere == 0)
     }
 
+    /// A restart gives each partition's engine its own rooms, conversations and workouts
+    /// from the one store all partitions commit to, and nothing of the others: together
+    /// they republish exactly what one engine recovered from the same rows republishes,
+    /// each snapshot once.
+    @Test(arguments: [2, 3])
+    func aRestartGivesEachPartitionItsOwnAndNothingElse(_ count: Int) async throws {
+        // One engine takes the scenario; its commits are the store.
+        var engine = Engine(configuration: EngineConfiguration(), epoch: "e0", now: Self.t0)
+        var entities: [String: EntityRow] = [:]
+        var members: [String: [RoomMemberRow]] = [:]
+        var messages: [String: [DMMessageRow]] = [:]
+        func keep(_ batch: StoreBatch) {
+            for row in batch.entities { entities[row.kind + "/" + row.key] = row }
+            for room in batch.roomMembers { members[room.roomId] = room.members }
+            for message in batch.messages { messages[message.conversation, default: []].append(message) }
+        }
+        let scenario = Self.scenario(seed: 11)
+        for m in scenario {
+            keep(engine.step(now: m.at).batch)
+            _ = engine.ingest(topic: m.topic, payload: m.payload, now: m.at)
+        }
+        let end = (scenario.last?.at ?? Self.t0) + 60_000
+        keep(engine.step(now: end).batch)
+        keep(engine.flush(at: Engine.Now(end)).batch)
+
+        var recovered = Engine.Recovered()
+        let rows = entities.values.sorted { $0.key < $1.key }
+        recovered.rooms = try await Engine.parseRooms(rows.filter { $0.kind == EntityKind.room }, members: members.values.flatMap { $0 })
+        recovered.conversations = rows.filter { $0.kind == EntityKind.conversation }.map {
+            StoredConversation(row: $0, latestMessages: Array((messages[$0.key] ?? []).suffix(Conversation.windowSize)))
+        }
+        recovered.workouts = rows.filter { $0.kind == EntityKind.workout }
+        #expect(recovered.rooms.live.count + recovered.rooms.packed.count > 10 && recovered.conversations.count > 3 && !recovered.workouts.isEmpty)
+
+        func republish(_ configuration: EngineConfiguration) throws -> (retained: [String: [UInt8]], gauges: Metrics.Gauges) {
+            var e = try Engine(configuration: configuration, epoch: "e0", recovered: recovered, now: end)
+            e.startRepublishing(now: end)
+            var retained: [String: [UInt8]] = [:]
+            var now = end
+            while e.isRepublishing {
+                for p in e.step(now: now).publications where p.retain {
+                    #expect(retained[p.topic] == nil, "\(p.topic) republished twice")
+                    retained[p.topic] = p.payload
+                }
+                now += 100
+            }
+            return (retained, e.gauges)
+        }
+        let single = try republish(EngineConfiguration())
+        var union: [String: [UInt8]] = [:]
+        var gauges: [Metrics.Gauges] = []
+        for k in 0..<count {
+            var c = EngineConfiguration()
+            c.partitioning = try #require(Partitioning(count: count))
+            c.partition = k
+            let part = try republish(c)
+            #expect(part.gauges.rooms > 0, "partition \(k) of \(count) holds rooms")
+            for (topic, payload) in part.retained {
+                #expect(union[topic] == nil, "\(topic) is held by two partitions")
+                union[topic] = payload
+            }
+            gauges.append(part.gauges)
+        }
+        #expect(union == single.retained)
+        let summed = Metrics.Gauges.summed(gauges)
+        #expect(summed.rooms == single.gauges.rooms)
+        #expect(summed.conversations == single.gauges.conversations)
+        #expect(summed.workouts == single.gauges.workouts)
+    }
+
+    /// `coordinator/metrics` of several partitions: the sums, and each one's own figures.
+    @Test func metricsOfSeveralPartitionsAreSummedAndListed() throws {
+        let partitioning = try #require(Partitioning(count: 3))
+        let messages = Self.scenario(seed: 5)
+        let parts = (0..<3).map { k -> Metrics.Partition in
+            let outcome = Self.run(messages, partitioning: partitioning, partition: k)
+            var g = Metrics.Gauges()
+            g.rooms = k + 1
+            return Metrics.Partition(partition: k, metrics: outcome.metrics, gauges: g)
+        }
+        let single = Self.run(messages, partitioning: .single).metrics
+        let sum = Metrics.summed(parts.map(\.metrics))
+        #expect(sum.messagesIn == single.messagesIn)
+        #expect(sum.accepted == single.accepted && sum.rejected == single.rejected && sum.duplicates == single.duplicates)
+        #expect(sum.rejectionsByCode == single.rejectionsByCode)
+        #expect(sum.receiptsByKind == single.receiptsByKind)
+        #expect(sum.messagesInByKind == single.messagesInByKind)
+        let json = try JSON.parse(Metrics.publication(topics: Topics(), partitions: parts, uptimeSeconds: 1).payload)
+        #expect(json["messagesIn"]?.int64Value == Int64(single.messagesIn))
+        #expect(json["rooms"]?.int64Value == 6)
+        #expect(json["partitions"]?.arrayValue?.compactMap { $0["rooms"]?.int64Value } == [1, 2, 3])
+        // One partition: the same publication as before partitions existed.
+        let one = Metrics.publication(topics: Topics(), partitions: [Metrics.Partition(partition: 0, metrics: single, gauges: .init())], uptimeSeconds: 1)
+        var alone = Engine(configuration: EngineConfiguration(), epoch: "e0", now: Self.t0)
+        alone.metrics = single
+        #expect(one.payload == alone.metricsPublication(uptimeSeconds: 1).payload)
+    }
+
     struct Outcome {
         var receipts: [String] = []
         var retained: [String: [UInt8]] = [:]

@@ -30,10 +30,12 @@ import TestSupport
     /// Long, so ownership depends only on events (no lease expiry during the test).
     static let arguments = ["--lock-lease-seconds", "3600"]
 
-    @Test(.timeLimit(.minutes(2)))
-    func everyEventIsAnsweredOnceAcrossCoordinatorKills() async throws {
+    /// With 4 partitions (issue 21) the room (`crash`: partition 0) and the alice-bob
+    /// conversation (partition 3) are led by two pipelines and sessions of one process.
+    @Test(.timeLimit(.minutes(2)), arguments: [1, 4])
+    func everyEventIsAnsweredOnceAcrossCoordinatorKills(partitions: Int) async throws {
         try await withBroker(.shipped) { broker in
-            let coordinator = try await CoordinatorProcess.start(broker: broker, arguments: Self.arguments)
+            let coordinator = try await CoordinatorProcess.start(broker: broker, arguments: Self.arguments + ["--partitions", String(partitions)])
             let (peers, plans) = try await Self.setUp(broker: broker, room: "crash", seed: UInt64.random(in: 0...UInt64.max))
 
             let started = ContinuousClock.now

@@ -35,12 +35,12 @@ import TestSupport
     /// returns a line for the summary.
     static func underLoad(
         room: String, instances: [String] = ["c1", "c2"], duration: Duration = .seconds(12), workouts: Bool = true,
-        label: String, _ fault: @escaping @Sendable (CoordinatorCluster, MosquittoBroker) async throws -> String
+        extraArguments: [String] = [], label: String, _ fault: @escaping @Sendable (CoordinatorCluster, MosquittoBroker) async throws -> String
     ) async throws {
         let url = try await freshDatabase()
         try await withBroker(.shipped) { broker in
             let cluster = try await CoordinatorCluster.start(
-                broker: broker, databaseURL: url, instances: instances, arguments: arguments)
+                broker: broker, databaseURL: url, instances: instances, arguments: arguments + extraArguments)
             let (peers, plans) = try await CrashRecoveryTests.setUp(
                 broker: broker, room: room, seed: UInt64.random(in: 0...UInt64.max), duration: duration, workouts: workouts)
             let breaking = Task { try await fault(cluster, broker) }
@@ -74,6 +74,36 @@ import TestSupport
             }
             #expect(takeovers.count == 5)
             return "5 SIGKILLs of the leader, takeover (kill to the new leader's online status) \(takeovers.sorted().map { "\(Int($0)) ms" }.joined(separator: ", ")); lease \(Self.leaseSeconds) s"
+        }
+    }
+
+    /// Issue 21, for now: with 4 partitions the leader leads all four (one lease), and a
+    /// standby that takes over takes all four; nothing is lost or applied twice. The room
+    /// (`failover-q`: partition 1), the alice-bob conversation (3) and carol's workouts
+    /// (2) are in three partitions.
+    @Test(.timeLimit(.minutes(3)))
+    func fourPartitionsMoveToTheStandbyTogetherAndNothingIsLost() async throws {
+        let partitioning = try #require(Partitioning(count: 4))
+        #expect(Set([partitioning.partition(ofRoom: "failover-q"), partitioning.partition(ofConversation: "alice", "bob"),
+                     partitioning.partition(ofUser: "carol")]).count == 3)
+        try await Self.underLoad(
+            room: "failover-q", duration: .seconds(14), extraArguments: ["--partitions", "4"],
+            label: "leader of 4 partitions SIGKILLed twice, 2 coordinators on PostgreSQL"
+        ) { cluster, _ in
+            for _ in 0..<2 {
+                try await Task.sleep(for: .milliseconds(Int.random(in: 1_500...2_500)))
+                let leader = try #require(cluster.leader)
+                await cluster.kill(leader.instance)
+                let next = try await cluster.waitForLeader(after: leader.term, timeout: .seconds(Int(Self.leaseSeconds) + 8))
+                #expect(next.instance != leader.instance)
+                let deadline = ContinuousClock.now + .seconds(10)
+                while cluster.announcement(next.instance)?["partitions"] != .array([0, 1, 2, 3]), ContinuousClock.now < deadline {
+                    try await Task.sleep(for: .milliseconds(50))
+                }
+                #expect(cluster.announcement(next.instance)?["partitions"] == .array([0, 1, 2, 3]))
+                try cluster.launch(leader.instance)
+            }
+            return "2 SIGKILLs of the leader of 4 partitions"
         }
     }
 

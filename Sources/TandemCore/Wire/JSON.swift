@@ -61,6 +61,11 @@ public enum JSON: Sendable, Equatable {
         return nil
     }
 
+    public var arrayValue: [JSON]? {
+        if case .array(let items) = self { return items }
+        return nil
+    }
+
     public var isNull: Bool { self == .null }
 
     /// A short name of the value's type, for error messages.

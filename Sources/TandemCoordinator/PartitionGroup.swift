@@ -1,0 +1,89 @@
+import Synchronization
+import TandemCore
+
+/// What the partitions one process leads share while each runs its own pipeline
+/// (CONTRACT "Partitions"): every pipeline's input feed, which of their MQTT sessions
+/// are connected (`coordinator/status` says online only while all are), and the
+/// gathering of every partition's room access for one reconcile of the broker.
+final class PartitionGroup: Sendable {
+    /// The partitions this process leads, in order; the first one also publishes the
+    /// process's metrics and follows the broker's admin connection.
+    let partitions: [Int]
+    /// Each partition's feed, by its place in `partitions`.
+    let feeds: [AsyncStream<CoordinatorService.Input>.Continuation]
+
+    private struct State {
+        var connected: Set<Int> = []
+        /// The reconcile being gathered: its round and the access each partition reported.
+        var round = 0
+        var reported: [Int: [String: Set<String>]] = [:]
+    }
+
+    private let state = Mutex(State())
+
+    init(partitions: [Int], feeds: [AsyncStream<CoordinatorService.Input>.Continuation]) {
+        precondition(partitions.count == feeds.count && !partitions.isEmpty)
+        self.partitions = partitions
+        self.feeds = feeds
+    }
+
+    var first: Int { partitions[0] }
+
+    /// The MQTT session client id of a partition: the configured one with one partition
+    /// (as before partitions existed), `{client-id}-p{k}` with more.
+    static func clientId(_ base: String, partition: Int, of count: Int) -> String {
+        count == 1 ? base : "\(base)-p\(partition)"
+    }
+
+    /// Every partition's pipeline gets `input`.
+    func broadcast(_ input: CoordinatorService.Input) {
+        for feed in feeds { feed.yield(input) }
+    }
+
+    // MARK: Connections
+
+    /// A partition's session connected (again): true when every partition's now is, so
+    /// the caller publishes the online status (a will of a partition that was cut off
+    /// may have said offline meanwhile).
+    func connected(_ partition: Int) -> Bool {
+        state.withLock {
+            $0.connected.insert(partition)
+            return $0.connected.count == partitions.count
+        }
+    }
+
+    /// A partition's session dropped: its will says offline for all of them.
+    func disconnected(_ partition: Int) {
+        _ = state.withLock { $0.connected.remove(partition) }
+    }
+
+    // MARK: Room access, gathered
+
+    /// Starts gathering every partition's room access for a reconcile: each pipeline is
+    /// asked for its own (``report(round:partition:access:)``).
+    func gatherAccess() {
+        let round = state.withLock {
+            $0.round += 1
+            $0.reported = [:]
+            return $0.round
+        }
+        broadcast(.reportAccess(round: round))
+    }
+
+    /// One partition's room access for `round`: the union of all of them once the last
+    /// has reported (the caller reconciles the broker with it), else nil. A report for a
+    /// round a later gathering replaced is dropped.
+    func report(round: Int, partition: Int, access: [String: Set<String>]) -> [String: Set<String>]? {
+        state.withLock { state -> [String: Set<String>]? in
+            guard state.round == round else { return nil }
+            state.reported[partition] = access
+            guard state.reported.count == partitions.count else { return nil }
+            var union: [String: Set<String>] = [:]
+            for part in state.reported.values {
+                union.merge(part) { $0.union($1) }
+            }
+            state.reported = [:]
+            return union
+        }
+    }
+}
