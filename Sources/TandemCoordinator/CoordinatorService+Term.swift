@@ -130,10 +130,26 @@ extension CoordinatorService {
         // the broker queued for the session while we were down is delivered into it.
         let streams = partitions.map { _ in AsyncStream.makeStream(of: Input.self) }
         let group = PartitionGroup(partitions: partitions, feeds: streams.map(\.continuation))
-        for (client, stream) in zip(clients, streams) {
+        for (index, (client, stream)) in zip(clients, streams).enumerated() {
             let feed = stream.continuation
-            try await client.subscribe(topics.inboundFilters, qos: .atLeastOnce) { message in
-                feed.yield(.message(message))
+            if count == 1 {
+                try await client.subscribe(topics.inboundFilters, qos: .atLeastOnce) { message in
+                    feed.yield(.message(message))
+                }
+            } else {
+                // What another partition holds stays on this thread: no hop to the
+                // pipeline, which would only count it.
+                var rules = configuration.engine
+                rules.partition = partitions[index]
+                let filter = PartitionFilter(configuration: rules)
+                let skipped = group.skipped[index]
+                try await client.subscribe(topics.inboundFilters, qos: .atLeastOnce) { message in
+                    if filter.keeps(topic: message.topic, payload: message.payload) {
+                        feed.yield(.message(message))
+                    } else {
+                        skipped.add()
+                    }
+                }
             }
         }
         logger.info(configuration.tls == nil ? "connecting to the MQTT broker" : "connecting to the MQTT broker over TLS", metadata: [
@@ -313,6 +329,7 @@ extension CoordinatorService {
                 for action in actions {
                     switch action {
                     case .publish(let publications):
+                        loop.engine.metrics.messagesElsewhere += partitions.takeSkipped(partition)
                         exporter.observe(metrics: loop.engine.metrics, gauges: loop.engine.gauges, partition: partition)
                         send(publications, via: client, metrics: &loop.engine.metrics)
                     case .commit(let commit):
@@ -414,6 +431,7 @@ extension CoordinatorService {
                         connectionChanged(up: false)
                         logger.warning("MQTT connection lost", metadata: ["reason": "\(reason)", "partition": "\(partition)"])
                     case .metricsTick:
+                        loop.engine.metrics.messagesElsewhere += partitions.takeSkipped(partition)
                         exporter.observe(metrics: loop.engine.metrics, gauges: loop.engine.gauges, partition: partition)
                         // The first partition publishes them all: the sums, and each one's
                         // own figures as of its last tick or publication.

@@ -12,6 +12,17 @@ final class PartitionGroup: Sendable {
     /// Each partition's feed, by its place in `partitions`.
     let feeds: [AsyncStream<CoordinatorService.Input>.Continuation]
 
+    /// Messages each partition's session left on its own thread because another
+    /// partition holds them (``TandemEngine/PartitionFilter``), by place in `partitions`:
+    /// added to that partition's `messagesElsewhere` when its metrics are taken.
+    let skipped: [SkippedCount]
+
+    final class SkippedCount: Sendable {
+        let value = Atomic<Int>(0)
+        func add() { value.add(1, ordering: .relaxed) }
+        func take() -> Int { value.exchange(0, ordering: .relaxed) }
+    }
+
     private struct State {
         var connected: Set<Int> = []
         /// The reconcile being gathered: its round and the access each partition reported.
@@ -25,9 +36,16 @@ final class PartitionGroup: Sendable {
         precondition(partitions.count == feeds.count && !partitions.isEmpty)
         self.partitions = partitions
         self.feeds = feeds
+        self.skipped = partitions.map { _ in SkippedCount() }
     }
 
     var first: Int { partitions[0] }
+
+    /// How many messages `partition`'s session left to the others since the last call.
+    func takeSkipped(_ partition: Int) -> Int {
+        guard let index = partitions.firstIndex(of: partition) else { return 0 }
+        return skipped[index].take()
+    }
 
     /// The MQTT session client id of a partition: the configured one with one partition
     /// (as before partitions existed), `{client-id}-p{k}` with more.

@@ -315,10 +315,14 @@ public struct Engine {
 
     enum Placement { case here, elsewhere, everywhere }
 
+    func placement(of route: Topics.Inbound, payload: [UInt8]) -> Placement {
+        Self.placement(of: route, payload: payload, configuration: configuration)
+    }
+
     /// Which partition holds a message (``Partitioning``): its room, its conversation, or
     /// its sender (workouts, queries, a topic or DM command that names nothing else that
     /// can be read). Presence goes to every partition.
-    func placement(of route: Topics.Inbound, payload: [UInt8]) -> Placement {
+    static func placement(of route: Topics.Inbound, payload: [UInt8], configuration: EngineConfiguration) -> Placement {
         let partitioning = configuration.partitioning
         guard partitioning.count > 1 else { return .here }
         let partition: Int
@@ -657,5 +661,25 @@ extension Engine.Buffered {
             control.timestamp = timestamp
             command = .workout(workoutId: workoutId, device: device, control: control)
         }
+    }
+}
+
+/// What a partition's MQTT session hands to its pipeline: everything but the messages
+/// another partition holds, judged on the session's own thread as the engine would
+/// judge them (``Engine`` still places what it gets). With one partition it keeps all.
+public struct PartitionFilter: Sendable {
+    let configuration: EngineConfiguration
+    let topics: Topics
+
+    public init(configuration: EngineConfiguration) {
+        self.configuration = configuration
+        self.topics = Topics(root: configuration.topicRoot)
+    }
+
+    /// False only for a message another partition holds; a topic no partition can place
+    /// is kept (partition 0 counts it as dropped, the others ignore it).
+    public func keeps(topic: String, payload: [UInt8]) -> Bool {
+        guard configuration.partitioning.count > 1, let route = topics.parseInbound(topic) else { return true }
+        return Engine.placement(of: route, payload: payload, configuration: configuration) != .elsewhere
     }
 }

@@ -62,6 +62,17 @@ import Testing
         #expect(parts.allSatisfy { $0.metrics.accepted > 0 }, "every partition holds something")
         #expect(parts.map(\.metrics.messagesElsewhere).reduce(0, +) > 0)
         #expect(single.metrics.messagesElsewhere == 0)
+
+        // The filter on each session's thread leaves exactly what the engine would have
+        // left, and nothing else: the same answers and snapshots.
+        for k in 0..<count {
+            let filtered = Self.run(messages, partitioning: partitioning, partition: k, filtered: true)
+            #expect(filtered.receipts == parts[k].receipts)
+            #expect(filtered.retained == parts[k].retained)
+            #expect(filtered.skipped > 0)
+            #expect(filtered.skipped + filtered.metrics.messagesElsewhere == parts[k].metrics.messagesElsewhere)
+            #expect(filtered.metrics.messagesIn == parts[k].metrics.messagesIn)
+        }
     }
 
     /// A restart gives each partition's engine its own rooms, conversations and workouts
@@ -166,13 +177,17 @@ import Testing
         var receipts: [String] = []
         var retained: [String: [UInt8]] = [:]
         var metrics = Metrics()
+        var skipped = 0
     }
 
-    static func run(_ messages: [(at: Millis, topic: String, payload: [UInt8])], partitioning: Partitioning, partition: Int = 0) -> Outcome {
+    /// `filtered`: a ``PartitionFilter`` in front, as each partition's MQTT session has;
+    /// what it leaves is counted in `skipped`.
+    static func run(_ messages: [(at: Millis, topic: String, payload: [UInt8])], partitioning: Partitioning, partition: Int = 0, filtered: Bool = false) -> Outcome {
         var c = EngineConfiguration()
         c.partitioning = partitioning
         c.partition = partition
         var engine = Engine(configuration: c, epoch: "e0", now: t0)
+        let filter = PartitionFilter(configuration: c)
         var outcome = Outcome()
         func take(_ publications: [Publication]) {
             for p in publications {
@@ -182,6 +197,10 @@ import Testing
         }
         for m in messages {
             take(engine.step(now: m.at).publications)
+            if filtered, !filter.keeps(topic: m.topic, payload: m.payload) {
+                outcome.skipped += 1
+                continue
+            }
             take(engine.ingest(topic: m.topic, payload: m.payload, now: m.at))
         }
         let end = (messages.last?.at ?? t0) + 60_000
