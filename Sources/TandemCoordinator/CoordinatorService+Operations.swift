@@ -25,6 +25,7 @@ extension CoordinatorService {
                 integrity: \(integrity)
                 database: \(path) (schema v\(s.schemaVersion), epoch \(s.epoch), created \(created))
                 size: \(Self.bytes(s.fileBytes))\(s.walBytes.map { " (+ \(Self.bytes($0)) write-ahead log not yet checkpointed)" } ?? "")
+                partitions: \(s.partitions)
                 rooms: \(s.rooms), conversations: \(s.conversations), workouts: \(s.workouts)
                 DM messages: \(s.messages), events logged: \(s.events), remembered ids: \(s.seenIds), logbook entries: \(s.logbookRows)
                 """
@@ -39,7 +40,7 @@ extension CoordinatorService {
                 "fileBytes": .int(s.fileBytes), "walBytes": s.walBytes.map(JSON.int) ?? .null,
                 "rooms": .int(Int64(s.rooms)), "conversations": .int(Int64(s.conversations)), "workouts": .int(Int64(s.workouts)),
                 "messages": .int(Int64(s.messages)), "events": .int(Int64(s.events)), "seenIds": .int(Int64(s.seenIds)),
-                "logbookRows": .int(Int64(s.logbookRows)),
+                "logbookRows": .int(Int64(s.logbookRows)), "partitions": .int(Int64(s.partitions)),
             ]).serialized()
             return String(decoding: bytes, as: UTF8.self)
         }

@@ -477,7 +477,8 @@ public actor TandemStore {
             seenIds: try count("seen_ids"),
             logbookRows: try count("logbook"),
             fileBytes: Platform.fileSize(path),
-            walBytes: Platform.fileSize(path + "-wal")
+            walBytes: Platform.fileSize(path + "-wal"),
+            partitions: try connection.queryOne("SELECT value FROM meta WHERE key = 'partitions'") { Int($0.text(0)) } .flatMap { $0 } ?? 1
         )
     }
 

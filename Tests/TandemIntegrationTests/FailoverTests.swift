@@ -90,11 +90,15 @@ import TestSupport
             room: "failover-q", duration: .seconds(14), extraArguments: ["--partitions", "4"],
             label: "leader of 4 partitions SIGKILLed twice, 2 coordinators on PostgreSQL"
         ) { cluster, _ in
+            var takeovers: [Int] = []
             for _ in 0..<2 {
                 try await Task.sleep(for: .milliseconds(Int.random(in: 1_500...2_500)))
                 let leader = try #require(cluster.leader)
+                let killedAt = ContinuousClock.now
                 await cluster.kill(leader.instance)
                 let next = try await cluster.waitForLeader(after: leader.term, timeout: .seconds(Int(Self.leaseSeconds) + 8))
+                let took = ContinuousClock.now - killedAt
+                takeovers.append(Int(took.components.seconds) * 1000 + Int(took.components.attoseconds / 1_000_000_000_000_000))
                 #expect(next.instance != leader.instance)
                 let deadline = ContinuousClock.now + .seconds(10)
                 while cluster.announcement(next.instance)?["partitions"] != .array([0, 1, 2, 3]), ContinuousClock.now < deadline {
@@ -103,7 +107,7 @@ import TestSupport
                 #expect(cluster.announcement(next.instance)?["partitions"] == .array([0, 1, 2, 3]))
                 try cluster.launch(leader.instance)
             }
-            return "2 SIGKILLs of the leader of 4 partitions"
+            return "2 SIGKILLs of the leader of 4 partitions, takeover of all four (kill to the new leader's online status) \(takeovers.map { "\($0) ms" }.joined(separator: ", ")); lease \(Self.leaseSeconds) s"
         }
     }
 

@@ -209,21 +209,31 @@ func verifyLoad(
     await late.close()
     for peer in peers { await peer.close() }
 
-    // Workouts: each one's retained snapshot, as a client connecting now sees it.
-    var workoutSnapshots: [String: JSON] = [:]
-    let workoutIds = Set(reports.flatMap { report in report.sends.keys.filter { report.kinds[$0] == "workout" }.map { _ in report.user } })
-    for user in workoutIds.sorted() {
-        let owner = try await TestPeer.connect(broker: broker, user: user)
-        try await Task.sleep(for: .milliseconds(500))
-        for message in owner.heard(from: 0) where message.topic.hasSuffix("/state") && message.topic.contains("/workouts/") {
-            if let json = try? JSON.parse(message.payload) { workoutSnapshots[message.topic] = json }
-        }
-        await owner.close()
-    }
-
     // The authoritative record: stop the coordinator cleanly and read its log.
     await stop()
     let log = try await eventLog()
+
+    // Workouts: each one's retained snapshot, as a client connecting now sees it (the
+    // broker keeps them after the coordinator stopped). Waited for until every workout
+    // the log has accepted controls for has one, or 10 s: a fixed wait once fell short
+    // on a machine busy with the whole suite.
+    var workoutSnapshots: [String: JSON] = [:]
+    var expectedWorkouts: [String: [String]] = [:]
+    for target in Set(log.filter { $0.kind == .workout && $0.status == .accepted }.map(\.target)) {
+        let parts = target.split(separator: "/").map(String.init)
+        expectedWorkouts[parts[0], default: []].append(topics.workoutState(user: parts[0], workout: parts[1]))
+    }
+    for (user, expected) in expectedWorkouts.sorted(by: { $0.key < $1.key }) {
+        let owner = try await TestPeer.connect(broker: broker, user: user)
+        let deadline = ContinuousClock.now + .seconds(10)
+        repeat {
+            try await Task.sleep(for: .milliseconds(100))
+            for message in owner.heard(from: 0) where message.topic.hasSuffix("/state") && message.topic.contains("/workouts/") {
+                if let json = try? JSON.parse(message.payload) { workoutSnapshots[message.topic] = json }
+            }
+        } while !expected.allSatisfy({ workoutSnapshots[$0] != nil }) && ContinuousClock.now < deadline
+        await owner.close()
+    }
     var logged: [String: [EventLogRow]] = [:]
     for row in log { logged["\(row.userId)/\(row.id)", default: []].append(row) }
 

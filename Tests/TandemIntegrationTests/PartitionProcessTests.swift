@@ -81,6 +81,9 @@ import TestSupport
             #expect(refused.standardError.contains("created with 3 partitions"), "\(refused.standardError)")
             #expect(refused.standardError.contains("--partitions 2"), "\(refused.standardError)")
             #expect(watcher.latest(on: Topics().coordinatorStatus) == .obj(["online": false]))
+            let check = try await ChildProcess.run(
+                CoordinatorProcess.binary("tandem-coordinator"), ["--check", "--json", "--database", coordinator.databasePath], timeout: .seconds(20))
+            #expect(try JSON.parse(Array(check.standardOutput.utf8))["partitions"]?.int64Value == 3, "\(check.standardOutput)")
 
             // Back with three: the waiting event is answered, the rooms are where they were.
             try await coordinator.start()

@@ -15,9 +15,12 @@ public struct StoreSummary: Sendable, Equatable {
     /// SQLite: the write-ahead log not yet checkpointed into the main file, in bytes;
     /// PostgreSQL: nil (its WAL belongs to the whole server).
     public var walBytes: Int64?
+    /// The partitions the database was created with (1 when none were recorded: made
+    /// before partitions existed, or not yet opened by a coordinator).
+    public var partitions: Int
 
     public init(schemaVersion: Int32, epoch: String, createdAt: Millis, rooms: Int, conversations: Int, workouts: Int,
-                messages: Int, events: Int, seenIds: Int, logbookRows: Int, fileBytes: Int64, walBytes: Int64?) {
+                messages: Int, events: Int, seenIds: Int, logbookRows: Int, fileBytes: Int64, walBytes: Int64?, partitions: Int = 1) {
         self.schemaVersion = schemaVersion
         self.epoch = epoch
         self.createdAt = createdAt
@@ -30,5 +33,6 @@ public struct StoreSummary: Sendable, Equatable {
         self.logbookRows = logbookRows
         self.fileBytes = fileBytes
         self.walBytes = walBytes
+        self.partitions = partitions
     }
 }
