@@ -33,6 +33,9 @@ public actor PostgresStore: CoordinatorStore {
     let link: PostgresLink
     /// Batches committed (or being committed) in this term.
     var batchNumber: Int64 = 0
+    /// A commit is running; the continuations of those waiting for their turn, in order.
+    private var commitBusy = false
+    private var commitWaiting: [CheckedContinuation<Void, Never>] = []
 
     /// The leader term a store writes under, and how this process knows it still holds it.
     public struct LeaderFence: Sendable {
@@ -144,6 +147,13 @@ public actor PostgresStore: CoordinatorStore {
 
     public func commit(_ batch: StoreBatch) async throws {
         guard !batch.isEmpty else { return }
+        // One batch at a time: the partitions' pipelines commit side by side, and an
+        // actor's method gives way at every await, so without this two transactions would
+        // interleave on the one connection (seen: a room's versions applied out of step
+        // after a takeover). The number is taken in commit order, which the retry's
+        // "already committed" check (`batch >= number`) relies on.
+        await takeCommitTurn()
+        defer { endCommitTurn() }
         batchNumber += 1
         let number = batchNumber
         var delayMs: UInt64 = 50
@@ -195,6 +205,23 @@ public actor PostgresStore: CoordinatorStore {
     }
 
     struct AttemptTimedOut: Error {}
+
+    /// Lets one commit run at a time, the others waiting their turn in order.
+    private func takeCommitTurn() async {
+        guard commitBusy else {
+            commitBusy = true
+            return
+        }
+        await withCheckedContinuation { commitWaiting.append($0) }
+    }
+
+    private func endCommitTurn() {
+        if commitWaiting.isEmpty {
+            commitBusy = false
+        } else {
+            commitWaiting.removeFirst().resume()
+        }
+    }
 
     /// `body`'s result, or ``AttemptTimedOut`` once `deadline` has passed without one:
     /// then `onTimeout` runs and `body` is cancelled and left behind (a query stuck on a

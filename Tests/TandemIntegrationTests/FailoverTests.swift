@@ -52,6 +52,20 @@ import TestSupport
         }
     }
 
+    /// After a pause of `afterMs`, SIGKILLs the leader and waits for another process to
+    /// lead: the killed leader, the next, and the milliseconds from the kill to the next
+    /// one's online status.
+    static func killTheLeader(_ cluster: CoordinatorCluster, afterMs pause: ClosedRange<Int>) async throws -> (CoordinatorCluster.Leader, CoordinatorCluster.Leader, Double) {
+        try await Task.sleep(for: .milliseconds(Int.random(in: pause)))
+        let leader = try #require(cluster.leader)
+        let killedAt = ContinuousClock.now
+        await cluster.kill(leader.instance)
+        let next = try await cluster.waitForLeader(after: leader.term, timeout: .seconds(Int(leaseSeconds) + 8))
+        let took = ContinuousClock.now - killedAt
+        #expect(next.instance != leader.instance)
+        return (leader, next, Double(took.components.seconds) * 1000 + Double(took.components.attoseconds) / 1e15)
+    }
+
     @Test(.timeLimit(.minutes(3)))
     func aStandbyTakesOverFromAKilledLeaderFiveTimesAndNothingIsLost() async throws {
         try await Self.underLoad(
@@ -60,14 +74,8 @@ import TestSupport
         ) { cluster, _ in
             var takeovers: [Double] = []
             for _ in 0..<5 {
-                try await Task.sleep(for: .milliseconds(Int.random(in: 600...1_400)))
-                let leader = try #require(cluster.leader)
-                let killedAt = ContinuousClock.now
-                await cluster.kill(leader.instance)
-                let next = try await cluster.waitForLeader(after: leader.term, timeout: .seconds(Int(Self.leaseSeconds) + 8))
-                let took = ContinuousClock.now - killedAt
-                takeovers.append(Double(took.components.seconds) * 1000 + Double(took.components.attoseconds) / 1e15)
-                #expect(next.instance != leader.instance)
+                let (leader, next, took) = try await Self.killTheLeader(cluster, afterMs: 600...1_400)
+                takeovers.append(took)
                 #expect(next.term == leader.term + 1)
                 // The killed one comes back as a standby: three processes again.
                 try cluster.launch(leader.instance)
@@ -90,16 +98,10 @@ import TestSupport
             room: "failover-q", duration: .seconds(14), extraArguments: ["--partitions", "4"],
             label: "leader of 4 partitions SIGKILLed twice, 2 coordinators on PostgreSQL"
         ) { cluster, _ in
-            var takeovers: [Int] = []
+            var takeovers: [Double] = []
             for _ in 0..<2 {
-                try await Task.sleep(for: .milliseconds(Int.random(in: 1_500...2_500)))
-                let leader = try #require(cluster.leader)
-                let killedAt = ContinuousClock.now
-                await cluster.kill(leader.instance)
-                let next = try await cluster.waitForLeader(after: leader.term, timeout: .seconds(Int(Self.leaseSeconds) + 8))
-                let took = ContinuousClock.now - killedAt
-                takeovers.append(Int(took.components.seconds) * 1000 + Int(took.components.attoseconds / 1_000_000_000_000_000))
-                #expect(next.instance != leader.instance)
+                let (leader, next, took) = try await Self.killTheLeader(cluster, afterMs: 1_500...2_500)
+                takeovers.append(took)
                 let deadline = ContinuousClock.now + .seconds(10)
                 while cluster.announcement(next.instance)?["partitions"] != .array([0, 1, 2, 3]), ContinuousClock.now < deadline {
                     try await Task.sleep(for: .milliseconds(50))
@@ -107,7 +109,7 @@ import TestSupport
                 #expect(cluster.announcement(next.instance)?["partitions"] == .array([0, 1, 2, 3]))
                 try cluster.launch(leader.instance)
             }
-            return "2 SIGKILLs of the leader of 4 partitions, takeover of all four (kill to the new leader's online status) \(takeovers.map { "\($0) ms" }.joined(separator: ", ")); lease \(Self.leaseSeconds) s"
+            return "2 SIGKILLs of the leader of 4 partitions, takeover of all four (kill to the new leader's online status) \(takeovers.map { "\(Int($0)) ms" }.joined(separator: ", ")); lease \(Self.leaseSeconds) s"
         }
     }
 

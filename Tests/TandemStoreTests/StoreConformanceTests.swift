@@ -91,6 +91,50 @@ import TestSupport
 
     /// Room members are rows of their own, replaced per room in the batch's transaction,
     /// and read back in the order they joined; an empty list (a closed room) leaves none.
+    /// Issue 21: the partitions' pipelines commit to one store side by side. Four tasks
+    /// commit 25 batches each at once, and every fifth batch of the first one fails (a
+    /// message seq written twice). Each batch is all or nothing and its own: the failing
+    /// ones leave nothing, every other lands whole and once. On PostgreSQL an actor's
+    /// commit gives way at each await: without a turn for each, two batches' statements
+    /// interleaved on the one connection, and one's failure or COMMIT took the other's
+    /// statements with it.
+    @Test(arguments: Backend.allCases)
+    func commitsFromSeveralTasksAtOnceEachLandWholeOrNotAtAll(_ backend: Backend) async throws {
+        try await withStore(backend) { store, _ in
+            let failed = try await withThrowingTaskGroup(of: [String].self) { group in
+                for partition in 0..<4 {
+                    group.addTask {
+                        var failed: [String] = []
+                        for n in 0..<25 {
+                            let user = "p\(partition)"
+                            let bad = partition == 0 && n % 5 == 4
+                            do {
+                                try await store.commit(StoreBatch(
+                                    seenIds: (0..<3).map { Self.seen(user, "b\(n)-\($0)", at: 1_000 + Millis(n)) },
+                                    events: (0..<3).map { Self.event(user, "b\(n)-\($0)", at: 1_000 + Millis(n)) },
+                                    entities: [Self.room("room-\(partition)", version: Int64(n + 1))],
+                                    messages: bad ? [Self.message(Int64(n), sentAt: 1), Self.message(Int64(n), sentAt: 2)] : []))
+                                #expect(!bad, "batch \(n) of \(user) should have failed")
+                            } catch {
+                                #expect(bad, "batch \(n) of \(user) failed: \(error)")
+                                failed.append(user + "/b\(n)")
+                            }
+                        }
+                        return failed
+                    }
+                }
+                return try await group.reduce(into: []) { $0 += $1 }
+            }
+            #expect(failed.count == 5)
+            let events = try await Self.allEvents(store)
+            #expect(events.count == (4 * 25 - 5) * 3)
+            #expect(!events.contains { failed.contains($0.userId + "/" + $0.id.prefix { $0 != "-" }) })
+            #expect(try await store.loadSeenIds(since: 0).count == (4 * 25 - 5) * 3)
+            let rooms = try await store.loadEntities(kind: EntityKind.room).sorted { $0.key < $1.key }
+            #expect(rooms.map(\.version) == [24, 25, 25, 25], "\(rooms.map { "\($0.key) v\($0.version)" })")
+        }
+    }
+
     @Test(arguments: Backend.allCases)
     func roomMembersAreReplacedPerRoomAndSurviveReopening(_ backend: Backend) async throws {
         try await withStore(backend) { store, place in
