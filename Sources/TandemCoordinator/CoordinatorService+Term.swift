@@ -1,5 +1,6 @@
 import Logging
 import ServiceLifecycle
+import Synchronization
 import TandemCore
 import TandemEngine
 import TandemMQTT
@@ -53,10 +54,19 @@ extension CoordinatorService {
         let partitions = Array(0..<count)
         // Recovery's `now` is both clocks at once: the tick reads like the wall clock.
         let recoveredAt = clock.tick()
-        let recovered: Engine.Recovered
         let reader: any CoordinatorStore
+        // Every partition's engine, built before anything connects (online means ready),
+        // side by side; each task takes its own out of here, so that it is the only owner
+        // of its engine's storage (no copy on its first change). What was read is let go
+        // once they are built.
+        let engines: EngineSlots
+        let roomAccess: [String: Set<String>]
+        let holds: String
         do {
-            recovered = try await Recovery.read(configuration: configuration, store: store, now: recoveredAt)
+            let recovered = try await Recovery.read(configuration: configuration, store: store, now: recoveredAt)
+            engines = try await EngineSlots(building: partitions, rules: configuration.engine, epoch: store.epoch, recovered: recovered, now: recoveredAt)
+            roomAccess = configuration.brokerAdminUsername == nil ? [:] : recovered.rooms.access
+            holds = "\(recovered.rooms.live.count + recovered.rooms.packed.count) rooms, \(recovered.conversations.count) conversations, \(recovered.workouts.count) workouts"
             reader = try await store.queryReader()
         } catch {
             await store.close()
@@ -64,10 +74,8 @@ extension CoordinatorService {
             logger.critical("cannot read the database", error: error, metadata: ["database": "\(store.location)"])
             throw error
         }
-        let epoch = store.epoch
         logger.info("database open", metadata: [
-            "database": "\(store.location)", "epoch": "\(epoch)", "partitions": "\(count)",
-            "holds": "\(recovered.rooms.live.count + recovered.rooms.packed.count) rooms, \(recovered.conversations.count) conversations, \(recovered.workouts.count) workouts",
+            "database": "\(store.location)", "epoch": "\(store.epoch)", "partitions": "\(count)", "holds": "\(holds)",
         ])
 
         var gate: (@Sendable () -> Bool)?
@@ -103,7 +111,7 @@ extension CoordinatorService {
         let access: BrokerAccessAdmin?
         let knownUsers: Set<String>?
         do {
-            let started = try await startBrokerAccess(desired: recovered.rooms.access, gate: gate)
+            let started = try await startBrokerAccess(desired: roomAccess, gate: gate)
             access = started?.admin
             knownUsers = started?.users
         } catch {
@@ -186,10 +194,8 @@ extension CoordinatorService {
                 let client = clients[index]
                 let stream = streams[index]
                 running.addTask { [self] in
-                    var rules = configuration.engine
-                    rules.partition = partition
                     do {
-                        var engine = try Engine(configuration: rules, epoch: epoch, recovered: recovered, now: recoveredAt)
+                        var engine = engines.take(index)
                         if let knownUsers { engine.setKnownUsers(knownUsers) }
                         // Every snapshot again (the broker may have lost its retained
                         // copies, or the last leader's late copies may be there), in chunks
@@ -242,6 +248,32 @@ extension CoordinatorService {
         await closeAll()
         logger.info("stopped cleanly")
         return .shutdown
+    }
+
+    /// The engines of the partitions a term leads, built side by side from one reading of
+    /// the store, each taken out once by the task that runs its pipeline.
+    final class EngineSlots: Sendable {
+        private let slots: Mutex<[Engine?]>
+
+        init(building partitions: [Int], rules: EngineConfiguration, epoch: String, recovered: Engine.Recovered, now: Millis) async throws {
+            let built = try await withThrowingTaskGroup(of: (Int, Engine).self) { group in
+                for (index, partition) in partitions.enumerated() {
+                    group.addTask {
+                        var rules = rules
+                        rules.partition = partition
+                        return (index, try Engine(configuration: rules, epoch: epoch, recovered: recovered, now: now))
+                    }
+                }
+                var built = [Engine?](repeating: nil, count: partitions.count)
+                for try await (index, engine) in group { built[index] = engine }
+                return built
+            }
+            slots = Mutex(built)
+        }
+
+        func take(_ index: Int) -> Engine {
+            slots.withLock { $0[index].take()! }
+        }
     }
 
     /// Feeds the ``LeaderLoop`` what happens and carries out what it answers, until it

@@ -9,7 +9,7 @@ import TandemCore
 /// window lets go, applies it in order, runs lock and presence expiry and throttled
 /// workout snapshots, and returns a ``Step``: what to persist in one transaction and
 /// what to publish once that transaction is committed.
-public struct Engine {
+public struct Engine: Sendable {
     public struct Step: Sendable {
         public var batch = StoreBatch()
         public var publications: [Publication] = []
