@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TandemCore
+import TandemMQTT
 import TestSupport
 
 /// Issue 21: several partitions led by one process (CONTRACT "Partitions"), on the
@@ -93,6 +94,37 @@ import TestSupport
             #expect(alice.receipts(id: "while-down").count == 1)
             #expect(await coordinator.stop() == 0)
             for peer in [alice, bob, carol, watcher] { await peer.close() }
+        }
+    }
+
+    /// One partition's session taken over by another connection with its client id: the
+    /// partition reconnects, takes its session back (the broker kept it, and sends no
+    /// will for a takeover) and answers again; the status is online throughout.
+    @Test(.timeLimit(.minutes(2)))
+    func aPartitionWhoseSessionIsTakenOverTakesItBackAndAnswers() async throws {
+        try await withBroker(.shipped) { broker in
+            let coordinator = try await CoordinatorProcess.start(broker: broker, arguments: ["--partitions", "3"])
+            let status = Topics().coordinatorStatus
+            let watcher = try await TestPeer.connect(broker: broker, user: "watcher", asCoordinatorWatcher: true)
+            try await watcher.waitFor(status) { $0["online"]?.boolValue == true }
+
+            let intruder = try MQTTClient(configuration: MQTTConfiguration(
+                host: broker.host, port: broker.port, clientId: "tandem-coordinator-p1",
+                username: "coordinator", password: "coordinator-demo",
+                session: .persistent(expirySeconds: 7 * 24 * 3600), reconnectDelay: 5, reconnectDelayMax: 5))
+            try await intruder.connect()
+            await intruder.disconnect()
+
+            // part-0 is one of partition 1's rooms
+            #expect(try #require(Partitioning(count: 3)).partition(ofRoom: "part-0") == 1)
+            let alice = try await TestPeer.connect(broker: broker, user: "alice")
+            try await alice.edit(room: "part-0", .edit("after-takeover", "create", sticker: "s", image: "a.png", frame: (0, 0, 1, 1)))
+            #expect(try await alice.receipt("after-takeover", timeout: .seconds(15))["status"] == "accepted")
+            #expect(alice.receipts(id: "after-takeover").count == 1)
+            #expect(watcher.latest(on: status)?["online"]?.boolValue == true, "\(watcher.all(on: status).map(\.text))")
+            #expect(await coordinator.stop() == 0)
+            await alice.close()
+            await watcher.close()
         }
     }
 
