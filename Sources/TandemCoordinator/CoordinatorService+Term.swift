@@ -140,23 +140,17 @@ extension CoordinatorService {
         let group = PartitionGroup(partitions: partitions, feeds: streams.map(\.continuation))
         for (index, (client, stream)) in zip(clients, streams).enumerated() {
             let feed = stream.continuation
-            if count == 1 {
-                try await client.subscribe(topics.inboundFilters, qos: .atLeastOnce) { message in
+            // What another partition holds stays on this thread: no hop to the pipeline,
+            // which would only count it. (With one partition the filter keeps everything.)
+            var rules = configuration.engine
+            rules.partition = partitions[index]
+            let filter = PartitionFilter(configuration: rules)
+            let skipped = group.skipped[index]
+            try await client.subscribe(topics.inboundFilters, qos: .atLeastOnce) { message in
+                if filter.keeps(topic: message.topic, payload: message.payload) {
                     feed.yield(.message(message))
-                }
-            } else {
-                // What another partition holds stays on this thread: no hop to the
-                // pipeline, which would only count it.
-                var rules = configuration.engine
-                rules.partition = partitions[index]
-                let filter = PartitionFilter(configuration: rules)
-                let skipped = group.skipped[index]
-                try await client.subscribe(topics.inboundFilters, qos: .atLeastOnce) { message in
-                    if filter.keeps(topic: message.topic, payload: message.payload) {
-                        feed.yield(.message(message))
-                    } else {
-                        skipped.add()
-                    }
+                } else {
+                    skipped.add()
                 }
             }
         }
@@ -356,13 +350,18 @@ extension CoordinatorService {
             var commitError: (any Error)?
             var stop: LeaderLoop.Stop?
 
+            // The engine's counts for the exporter, with what the session's filter left.
+            func observeMetrics() {
+                loop.engine.metrics.messagesElsewhere += partitions.takeSkipped(partition)
+                exporter.observe(metrics: loop.engine.metrics, gauges: loop.engine.gauges, partition: partition)
+            }
+
             // The loop's actions, carried out in order.
             func carryOut(_ actions: [LeaderLoop.Action]) {
                 for action in actions {
                     switch action {
                     case .publish(let publications):
-                        loop.engine.metrics.messagesElsewhere += partitions.takeSkipped(partition)
-                        exporter.observe(metrics: loop.engine.metrics, gauges: loop.engine.gauges, partition: partition)
+                        observeMetrics()
                         send(publications, via: client, metrics: &loop.engine.metrics)
                     case .commit(let commit):
                         let batch = commit.batch
@@ -449,13 +448,15 @@ extension CoordinatorService {
                         }
                     case .connection(.connected(let sessionPresent)):
                         connections += 1
-                        connectionChanged(up: true, reconnect: connections > 1)
+                        // Online (health, the connected gauge, the status) only while every
+                        // partition's session is up.
+                        let allUp = partitions.connected(partition)
+                        connectionChanged(up: allUp, reconnect: connections > 1)
                         // The first is the connect() in lead, after which the status was published.
                         guard connections > 1 else { break }
                         logger.info("MQTT reconnected", metadata: ["mqtt.session_present": "\(sessionPresent)", "partition": "\(partition)"])
-                        // A will may have marked us offline while the connection was down:
-                        // online again once every partition's session is up.
-                        if partitions.connected(partition) {
+                        // A will may have marked us offline while the connection was down.
+                        if allUp {
                             client.enqueueLogged(topics.coordinatorStatus, payload: onlinePayload(startedAt: startedAt, term: term), retain: true, logger: logger)
                         }
                     case .connection(.disconnected(let reason)):
@@ -463,8 +464,7 @@ extension CoordinatorService {
                         connectionChanged(up: false)
                         logger.warning("MQTT connection lost", metadata: ["reason": "\(reason)", "partition": "\(partition)"])
                     case .metricsTick:
-                        loop.engine.metrics.messagesElsewhere += partitions.takeSkipped(partition)
-                        exporter.observe(metrics: loop.engine.metrics, gauges: loop.engine.gauges, partition: partition)
+                        observeMetrics()
                         // The first partition publishes them all: the sums, and each one's
                         // own figures as of its last tick or publication.
                         guard partition == partitions.first else { break }

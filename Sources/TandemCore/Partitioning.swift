@@ -53,7 +53,7 @@ public struct Partitioning: Sendable, Equatable, CustomStringConvertible {
 
     /// The same for either order of the two users.
     public func partition(ofConversation a: String, _ b: String) -> Int {
-        partition(ofKey: Self.conversationKey(a, b))
+        count == 1 ? 0 : partition(ofKey: Self.conversationKey(a, b))
     }
 
     /// A user's workouts, queries, and what of theirs names no room or conversation.

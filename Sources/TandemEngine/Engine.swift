@@ -170,24 +170,24 @@ public struct Engine: Sendable {
         self.init(configuration: configuration, epoch: epoch, now: now)
         // With several partitions the store holds them all: this engine keeps its own
         // rooms, conversations and workouts (the same rule that places their messages).
+        // (With one partition every key's partition is 0, this engine's.)
         let partitioning = configuration.partitioning
         let mine = configuration.partition
-        let single = partitioning.count == 1
-        for room in recovered.rooms.live where single || partitioning.partition(ofRoom: room.roomId) == mine {
+        for room in recovered.rooms.live where partitioning.partition(ofRoom: room.roomId) == mine {
             rooms[room.roomId] = room
             trackLease(of: room)
         }
         packedRooms.reserveCapacity(recovered.rooms.packed.count / partitioning.count)
-        for room in recovered.rooms.packed where single || partitioning.partition(ofRoom: room.roomId) == mine {
+        for room in recovered.rooms.packed where partitioning.partition(ofRoom: room.roomId) == mine {
             packedRooms[room.roomId] = room
         }
         // Bodies of the old format go back to the store in the binary one with the first
         // step, so that the next start reads them fast.
-        pendingBatch.entities = recovered.rooms.rewritten.filter { single || partitioning.partition(ofRoom: $0.key) == mine }
+        pendingBatch.entities = recovered.rooms.rewritten.filter { partitioning.partition(ofRoom: $0.key) == mine }
         for stored in recovered.conversations {
             let messages = stored.latestMessages.map { DirectMessage(id: $0.id, sender: $0.sender, text: $0.text, sentAt: $0.sentAt, isRead: $0.isRead) }
             let conversation = try Conversation(persisted: JSON.parse(stored.row.body), messages: messages)
-            guard single || partitioning.partition(ofConversation: conversation.key.low, conversation.key.high) == mine else { continue }
+            guard partitioning.partition(ofConversation: conversation.key.low, conversation.key.high) == mine else { continue }
             conversations[conversation.key] = conversation
             conversationCount[conversation.key.low, default: 0] += 1
             conversationCount[conversation.key.high, default: 0] += 1
@@ -195,7 +195,7 @@ public struct Engine: Sendable {
         }
         for row in recovered.workouts {
             let workout = try WorkoutState(persisted: JSON.parse(row.body))
-            guard single || partitioning.partition(ofUser: workout.user) == mine else { continue }
+            guard partitioning.partition(ofUser: workout.user) == mine else { continue }
             workouts[WorkoutKey(user: workout.user, workoutId: workout.workoutId)] = workout
         }
         remembered = RememberedIds(
@@ -621,9 +621,11 @@ public struct Engine: Sendable {
         }
     }
 
+    /// `coordinator/metrics` of this engine alone (``Metrics/publication(topics:partitions:uptimeSeconds:)``).
     public func metricsPublication(uptimeSeconds: Double) -> Publication {
-        let json = metrics.json(uptimeSeconds: uptimeSeconds, gauges: gauges)
-        return Publication(topic: topics.coordinatorMetrics, payload: json.serialized(), retain: true, qos: 0)
+        Metrics.publication(
+            topics: topics, partitions: [Metrics.Partition(partition: configuration.partition, metrics: metrics, gauges: gauges)],
+            uptimeSeconds: uptimeSeconds)
     }
 
     /// The levels beside the counters: buffer depth, republishing left, what is held.

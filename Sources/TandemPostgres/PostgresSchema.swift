@@ -177,14 +177,14 @@ enum PostgresSchema {
         func recorded() async throws -> String? {
             var value: String?
             for try await v in try await connection.query(
-                PostgresQuery(unsafeSQL: "SELECT value FROM meta WHERE key = 'partitions'"), logger: logger
+                PostgresQuery(unsafeSQL: PartitionsMismatch.recordedSQL), logger: logger
             ).decode(String.self) { value = v }
             return value
         }
         var holdsData = false
-        for try await v in try await connection.query(PostgresQuery(unsafeSQL: """
-            SELECT EXISTS(SELECT 1 FROM entities) OR EXISTS(SELECT 1 FROM event_log) OR EXISTS(SELECT 1 FROM seen_ids)
-            """), logger: logger).decode(Bool.self) { holdsData = v }
+        for try await v in try await connection.query(
+            PostgresQuery(unsafeSQL: PartitionsMismatch.holdsDataSQL), logger: logger
+        ).decode(Bool.self) { holdsData = v }
         do {
             let (partitions, record) = try PartitionsMismatch.settle(
                 recorded: try await recorded(), holdsData: holdsData, configured: configured, database: database)

@@ -590,9 +590,9 @@ public actor PostgresStore: CoordinatorStore {
             workouts: kinds[EntityKind.workout] ?? 0, messages: try await count("dm_messages"),
             events: try await count("event_log"), seenIds: try await count("seen_ids"),
             logbookRows: try await count("logbook"), fileBytes: size, walBytes: nil,
-            partitions: try await rows("SELECT value FROM meta WHERE key = 'partitions'", PostgresBindings(), "read the partitions") {
-                Int(try $0.decode(String.self))
-            }.first.flatMap { $0 } ?? 1)
+            partitions: PartitionsMismatch.reported(try await rows(PartitionsMismatch.recordedSQL, PostgresBindings(), "read the partitions") {
+                try $0.decode(String.self)
+            }.first))
     }
 
     public func backup(to path: String) async throws {

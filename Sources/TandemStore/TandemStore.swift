@@ -125,14 +125,17 @@ public actor TandemStore {
     /// ``PartitionsMismatch`` when `configured` differs, having written nothing.
     @discardableResult
     public func fixPartitions(_ configured: Int) throws -> Int {
-        let recorded = try connection.queryOne("SELECT value FROM meta WHERE key = 'partitions'") { $0.text(0) }
-        let holdsData = try connection.queryOne(
-            "SELECT EXISTS(SELECT 1 FROM entities) OR EXISTS(SELECT 1 FROM event_log) OR EXISTS(SELECT 1 FROM seen_ids)") { $0.int64(0) } == 1
+        let recorded = try recordedPartitions()
+        let holdsData = try connection.queryOne(PartitionsMismatch.holdsDataSQL) { $0.int64(0) } == 1
         let (partitions, record) = try PartitionsMismatch.settle(recorded: recorded, holdsData: holdsData, configured: configured, database: path)
         if record {
             try connection.run("INSERT INTO meta(key, value) VALUES ('partitions', ?1) ON CONFLICT(key) DO NOTHING", [.text(String(partitions))])
         }
         return partitions
+    }
+
+    private func recordedPartitions() throws -> String? {
+        try connection.queryOne(PartitionsMismatch.recordedSQL) { $0.text(0) }
     }
 
     /// Closes the database. Every later call throws (`SQLITE_MISUSE`, "the connection is closed").
@@ -478,7 +481,7 @@ public actor TandemStore {
             logbookRows: try count("logbook"),
             fileBytes: Platform.fileSize(path),
             walBytes: Platform.fileSize(path + "-wal"),
-            partitions: try connection.queryOne("SELECT value FROM meta WHERE key = 'partitions'") { Int($0.text(0)) } .flatMap { $0 } ?? 1
+            partitions: PartitionsMismatch.reported(try recordedPartitions())
         )
     }
 
