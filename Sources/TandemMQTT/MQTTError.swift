@@ -49,6 +49,13 @@ public struct MQTTError: Error, Sendable, Equatable, CustomStringConvertible {
         }
         return false
     }
+
+    /// libmosquitto refused a packet larger than the broker's maximum (its CONNACK's
+    /// maximum packet size: mosquitto's `max_packet_size`).
+    public var isOversizePacket: Bool {
+        if case .library(let code) = kind { return code == Int32(MOSQ_ERR_OVERSIZE_PACKET.rawValue) }
+        return false
+    }
 }
 
 /// libmosquitto's process-wide setup and strings.

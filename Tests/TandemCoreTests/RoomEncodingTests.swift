@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 @testable import TandemCore
 
@@ -79,5 +80,39 @@ import Testing
                 #expect(x.bitPattern == y.bitPattern)
             }
         }
+    }
+}
+
+/// Every room snapshot must fit through the shipped broker: a publication larger than
+/// its `max_packet_size` is refused by libmosquitto (the server's maximum in CONNACK),
+/// and the retained state would stay behind the room for good (seen: a room of some 400
+/// stickers under a long failover test stopped at 66,000 bytes).
+@Suite struct SnapshotSizeTests {
+    /// `max_packet_size` in broker-config/mosquitto.conf.
+    static func shippedMaxPacketSize() throws -> Int {
+        let config = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("broker-config/mosquitto.conf")
+        let text = try String(contentsOf: config, encoding: .utf8)
+        let line = try #require(text.split(separator: "\n").first { $0.hasPrefix("max_packet_size ") })
+        return try #require(Int(line.split(separator: " ")[1]))
+    }
+
+    @Test func theLargestRoomSnapshotFitsTheShippedBrokersPacketLimit() throws {
+        // 1,000 stickers (the default --max-stickers-per-room), every field at its longest
+        // and an image of characters that JSON escapes six bytes each.
+        var room = RoomState(roomId: String(repeating: "r", count: 64))
+        let image = String(repeating: "\u{1}", count: WireLimits.maxImageLength)
+        let frame = Frame(x: -1.2345678901234567e-300, y: 1.2345678901234567e300, width: .greatestFiniteMagnitude, height: -.leastNonzeroMagnitude)
+        for i in 0..<1_000 {
+            let id = String(i) + String(repeating: "s", count: 64 - String(i).count)
+            let event = EditEvent(eventId: "e\(i)", type: .create, stickerId: id, timestamp: 5, image: image, frame: frame)
+            let owner = String(i % 8) + String(repeating: "u", count: 63)
+            #expect(room.apply(event, from: owner, now: 5, lease: 30_000).isAccepted)
+        }
+        let bytes = room.snapshotBytes(epoch: "0123456789abcdef").count
+        let limit = try Self.shippedMaxPacketSize()
+        // The packet adds the topic (under 200 bytes) and a few header bytes.
+        #expect(bytes + 1_000 <= limit, "the largest room snapshot is \(bytes) bytes; the broker's max_packet_size is \(limit)")
+        print("SnapshotSizeTests: the largest room snapshot is \(bytes) bytes; max_packet_size \(limit)")
     }
 }

@@ -57,12 +57,12 @@ import TestSupport
             print("HostileInputTests: seed \(seed)")
             var rng = TestRandom(seed: seed)
             let messages = (0..<Self.total).map { Self.make($0, rng: &rng) }
-            // Over the broker's message_size_limit (65536): refused by the broker, the
+            // Over the broker's max_packet_size (4 MiB): refused by the broker, the
             // coordinator never sees it. Sent from a second connection, since a v5
             // client may be disconnected for it.
             let big = try await TestPeer.connect(broker: broker, user: "alice")
             var oversized = Array(#"{"eventId":"huge","type":"create","stickerId":"x","timestamp":1,"image":"x","pad":""#.utf8)
-            oversized += Array(repeating: UInt8(ascii: "a"), count: 70_000) + Array(#""}"#.utf8)
+            oversized += Array(repeating: UInt8(ascii: "a"), count: 4_200_000) + Array(#""}"#.utf8)
             try? await big.publishRaw(topics.roomEvents(room: "calm", user: "alice"), oversized)
 
             for message in messages {
