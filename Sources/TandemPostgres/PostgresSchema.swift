@@ -88,6 +88,21 @@ enum PostgresSchema {
             """,
             RoomMembersUpgrade.fill,
         ]),
+        // Partitions shared between processes (CONTRACT "Partitions"): with more than
+        // one, each has its own lease row and fencing term (`ready` once its leader's
+        // session is subscribed) and its own commit marker; the rows are made when the
+        // number is recorded (``PostgresLease/prepare(partitions:database:)``). The live
+        // processes say so in `coordinator_process`, from which each takes its share.
+        Migration(version: 3, name: "a lease and commit marker per partition, live processes", statements: [
+            """
+            CREATE TABLE partition_lease(
+                partition INT PRIMARY KEY, term BIGINT NOT NULL, holder TEXT NOT NULL,
+                expires_at TIMESTAMPTZ NOT NULL, acquired_at TIMESTAMPTZ NOT NULL,
+                released BOOLEAN NOT NULL, ready BOOLEAN NOT NULL)
+            """,
+            "CREATE TABLE partition_commit(partition INT PRIMARY KEY, term BIGINT NOT NULL, batch BIGINT NOT NULL)",
+            "CREATE TABLE coordinator_process(instance TEXT PRIMARY KEY, expires_at TIMESTAMPTZ NOT NULL)",
+        ]),
     ]
 
     static var latestVersion: Int32 { migrations.last?.version ?? 0 }
@@ -186,14 +201,26 @@ enum PostgresSchema {
             PostgresQuery(unsafeSQL: PartitionsMismatch.holdsDataSQL), logger: logger
         ).decode(Bool.self) { holdsData = v }
         do {
-            let (partitions, record) = try PartitionsMismatch.settle(
+            var (settled, record) = try PartitionsMismatch.settle(
                 recorded: try await recorded(), holdsData: holdsData, configured: configured, database: database)
-            guard record else { return .success(partitions) }
-            try await connection.query(PostgresQuery(
-                unsafeSQL: "INSERT INTO meta(key, value) VALUES ('partitions', $1) ON CONFLICT (key) DO NOTHING",
-                binds: binds(String(partitions))), logger: logger)
-            return .success(try PartitionsMismatch.settle(
-                recorded: try await recorded(), holdsData: true, configured: configured, database: database).partitions)
+            if record {
+                try await connection.query(PostgresQuery(
+                    unsafeSQL: "INSERT INTO meta(key, value) VALUES ('partitions', $1) ON CONFLICT (key) DO NOTHING",
+                    binds: binds(String(settled))), logger: logger)
+                settled = try PartitionsMismatch.settle(
+                    recorded: try await recorded(), holdsData: true, configured: configured, database: database).partitions
+            }
+            if settled > 1 {
+                // A lease row (free) and a commit marker for each partition.
+                try await connection.query(PostgresQuery(unsafeSQL: """
+                    INSERT INTO partition_lease SELECT g, 0, '', 'epoch', 'epoch', true, false FROM generate_series(0, $1 - 1) g
+                    ON CONFLICT (partition) DO NOTHING
+                    """, binds: binds(Int32(settled))), logger: logger)
+                try await connection.query(PostgresQuery(unsafeSQL: """
+                    INSERT INTO partition_commit SELECT g, 0, 0 FROM generate_series(0, $1 - 1) g ON CONFLICT (partition) DO NOTHING
+                    """, binds: binds(Int32(settled))), logger: logger)
+            }
+            return .success(settled)
         } catch let mismatch as PartitionsMismatch {
             return .failure(mismatch)
         }

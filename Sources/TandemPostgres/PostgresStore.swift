@@ -47,10 +47,15 @@ public actor PostgresStore: CoordinatorStore {
         /// False once this process's own deadline for the lease has passed (it stops
         /// retrying then: a standby may be about to take over).
         public var holds: @Sendable () -> Bool
+        /// The partition whose lease row and commit marker the commits check and write
+        /// (`partition_lease`, `partition_commit`); nil: the one leader's
+        /// (`coordinator_lease`, `coordinator_commit`).
+        public var partition: Int?
 
-        public init(term: Int64, leaseMs: Int64, holds: @escaping @Sendable () -> Bool) {
+        public init(term: Int64, leaseMs: Int64, partition: Int? = nil, holds: @escaping @Sendable () -> Bool) {
             self.term = term
             self.leaseMs = leaseMs
+            self.partition = partition
             self.holds = holds
         }
     }
@@ -258,10 +263,17 @@ public actor PostgresStore: CoordinatorStore {
         func take() -> CheckedContinuation<T, any Error>? { waiter.withLock { $0.take() } }
     }
 
+    /// The commit marker's table, the lease's, and the key of this store's row in both:
+    /// a partition's own (``LeaderFence/partition``), or the one leader's.
+    var markerRows: (marker: String, lease: String, key: String) {
+        if let partition = fence?.partition { return ("partition_commit", "partition_lease", "partition = \(partition)") }
+        return ("coordinator_commit", "coordinator_lease", "id = 1")
+    }
+
     /// Whether the commit marker says batch `number` of `term` is in the database.
     func committed(term: Int64, batch number: Int64, on connection: PostgresConnection) async throws -> Bool {
         let rows = try await connection.query(
-            PostgresQuery(unsafeSQL: "SELECT term, batch FROM coordinator_commit WHERE id = 1"), logger: logger)
+            PostgresQuery(unsafeSQL: "SELECT term, batch FROM \(markerRows.marker) WHERE \(markerRows.key)"), logger: logger)
         for try await (t, b) in rows.decode((Int64, Int64).self) { return t == term && b >= number }
         return false
     }
@@ -277,10 +289,13 @@ public actor PostgresStore: CoordinatorStore {
         try await run(connection, "BEGIN")
         // The fence and the marker in one statement: zero rows updated means the lease
         // row names another term. FOR SHARE makes a takeover wait for this transaction.
+        // A partition's commits check its own lease row and write its own marker: the
+        // partitions' leaders commit side by side, each fenced by its own term.
         let term = fence?.term
+        let rows = markerRows
         let marked = try await connection.query(PostgresQuery(unsafeSQL: """
-            UPDATE coordinator_commit SET term = $1, batch = $2
-            WHERE id = 1 AND ($3 OR EXISTS (SELECT 1 FROM coordinator_lease WHERE id = 1 AND term = $1 FOR SHARE))
+            UPDATE \(rows.marker) SET term = $1, batch = $2
+            WHERE \(rows.key) AND ($3 OR EXISTS (SELECT 1 FROM \(rows.lease) WHERE \(rows.key) AND term = $1 FOR SHARE))
             RETURNING batch
             """, binds: binds(term ?? 0, number, term == nil)), logger: logger)
         var fenced = true
@@ -292,13 +307,13 @@ public actor PostgresStore: CoordinatorStore {
 
         if let forget = batch.forgetSeenIds {
             try await run(connection, """
-                DELETE FROM seen_ids WHERE (user_id, id) IN (SELECT user_id, id FROM seen_ids WHERE seen_at < $1 ORDER BY seen_at LIMIT $2)
+                DELETE FROM seen_ids WHERE (user_id, id) IN (SELECT user_id, id FROM seen_ids WHERE seen_at < $1 ORDER BY seen_at LIMIT $2 FOR UPDATE SKIP LOCKED)
                 """, binds(forget.before, Int64(forget.limit)))
         }
         if let forget = batch.forgetEvents {
             // As on SQLite: among the oldest rows by seq (the primary key's first pages).
             try await run(connection, """
-                DELETE FROM event_log WHERE seq IN (SELECT seq FROM event_log ORDER BY seq LIMIT $2) AND at < $1
+                DELETE FROM event_log WHERE seq IN (SELECT seq FROM event_log ORDER BY seq LIMIT $2 FOR UPDATE SKIP LOCKED) AND at < $1
                 """, binds(forget.before, Int64(forget.limit)))
         }
         if !batch.seenIds.isEmpty {
