@@ -27,7 +27,7 @@ import TandemMQTT
 ///
 /// Calls run one at a time, in call order. Each control message stays under
 /// `maxMessageBytes` (the broker disconnects a client whose packet exceeds its
-/// `max_packet_size`, 66,000 bytes in the shipped configuration).
+/// `max_packet_size`; 60,000 bytes here by default, as when that cap was 66,000).
 public actor BrokerAccessAdmin {
     public static let controlTopic = "$CONTROL/dynamic-security/v1"
     public static let responseTopic = "$CONTROL/dynamic-security/v1/response"
@@ -45,7 +45,6 @@ public actor BrokerAccessAdmin {
     public let maxMessageBytes: Int
     /// How long a control message may go unanswered.
     public let answerTimeout: Duration
-    private let naming: RoomRoleNaming
     private let logger: Logger
     private let router: ResponseRouter
     private var client: MQTTClient?
@@ -66,7 +65,6 @@ public actor BrokerAccessAdmin {
         self.logger = logger
         self.maxMessageBytes = max(maxMessageBytes, 1_000)
         self.answerTimeout = answerTimeout
-        self.naming = RoomRoleNaming(root: topicRoot)
         self.router = ResponseRouter(prefix: String(UInt64.random(in: 0...UInt64.max), radix: 36))
         (connectionEvents, eventsContinuation) = AsyncStream.makeStream(of: MQTTConnectionEvent.self, bufferingPolicy: .bufferingNewest(16))
     }
@@ -124,6 +122,8 @@ public actor BrokerAccessAdmin {
                 .obj(["command": "listRoles", "verbose": true]),
             ])
             let state = try DynsecState(listClients: try Self.success(answers[0]), listRoles: try Self.success(answers[1]))
+            // Every partition's roles: the ACL's topic names the room whoever wrote it.
+            let naming = RoomRoleNaming(root: topicRoot)
             var readable: [String: Set<String>] = [:]
             for (user, roles) in state.clientRoles where state.isTandemUser(user) {
                 var rooms: [String: Int] = [:]
@@ -142,8 +142,11 @@ public actor BrokerAccessAdmin {
     /// Tandem user left out may read none). Idempotent: a second call sends nothing.
     /// Users given rooms who are not broker clients are listed in the report, as are
     /// invalid room ids and commands the broker refused; everything else is applied.
-    public func reconcile(_ desired: [String: Set<String>]) async throws -> ReconcileReport {
-        try await exclusively {
+    /// `partition`: whose roles (``RoomRoleNaming``); nil with one partition. Only that
+    /// partition's roles are read and written: `desired` holds its rooms alone.
+    public func reconcile(_ desired: [String: Set<String>], partition: Int? = nil) async throws -> ReconcileReport {
+        let naming = RoomRoleNaming(root: topicRoot, partition: partition)
+        return try await exclusively {
             let answers = try await exchange([
                 .obj(["command": "listClients", "verbose": true]),
                 .obj(["command": "listRoles", "verbose": true]),
@@ -171,8 +174,10 @@ public actor BrokerAccessAdmin {
     /// throws ``BrokerAccessError/refused(_:)`` naming each refused change (a user who is
     /// not a broker client: "Client not found"; an invalid id) after the others were
     /// applied. Granting a room already granted, or revoking one not granted, is no error.
-    public func apply(_ changes: [RoomAccessChange]) async throws {
+    /// `partition`: whose roles, as for ``reconcile(_:partition:)``.
+    public func apply(_ changes: [RoomAccessChange], partition: Int? = nil) async throws {
         guard !changes.isEmpty else { return }
+        let naming = RoomRoleNaming(root: topicRoot, partition: partition)
         try await exclusively {
             var failures: [BrokerAccessFailure] = []
             var valid: [RoomAccessChange] = []
@@ -198,7 +203,7 @@ public actor BrokerAccessAdmin {
                         }
                     } else {
                         roles[user] = DynsecState.roleNames(answer["data"]?["client"]?["roles"])
-                            .filter { RoomRoleNaming.parse($0)?.user == user }
+                            .filter { naming.owns($0)?.user == user }
                     }
                 }
             }

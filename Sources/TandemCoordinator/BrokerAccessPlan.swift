@@ -71,24 +71,46 @@ public struct ReconcileReport: Sendable, Equatable {
 /// roles `tandem-rooms-NAME:2`, `:3`, ...: a command larger than the broker's
 /// max_packet_size would disconnect the admin), each with one publishClientReceive
 /// allow ACL on `ROOT/rooms/ROOM/state` and one on `ROOT/rooms/ROOM/changes` per room.
+///
+/// With more than one partition, each partition's rooms are in roles of their own,
+/// `tandem-rooms-NAME@pK` (and `tandem-rooms-NAME@pK:2`, ...), written only by that
+/// partition's leader: leaders of different partitions, in different processes, never
+/// rewrite the same role, so one never undoes another's grant. (`@` is no identifier's.)
 struct RoomRoleNaming: Sendable {
     let root: String
+    /// The partition whose roles these are; nil with one partition.
+    var partition: Int? = nil
     static let prefix = "tandem-rooms-"
 
     func role(_ user: String, shard: Int = 1) -> String {
-        shard == 1 ? Self.prefix + user : "\(Self.prefix)\(user):\(shard)"
+        let base = Self.prefix + user + (partition.map { "@p\($0)" } ?? "")
+        return shard == 1 ? base : "\(base):\(shard)"
     }
 
-    /// The user and shard number of a room role's name; nil for any other role.
-    static func parse(_ rolename: String) -> (user: String, shard: Int)? {
+    /// The user, shard number and partition of a room role's name; nil for any other role.
+    static func parse(_ rolename: String) -> (user: String, shard: Int, partition: Int?)? {
         guard rolename.hasPrefix(prefix) else { return nil }
-        let rest = rolename.dropFirst(prefix.count)
+        var rest = rolename.dropFirst(prefix.count)
+        var shard = 1
         if let colon = rest.lastIndex(of: ":") {
-            let user = rest[..<colon]
-            guard let shard = Int(rest[rest.index(after: colon)...]), shard >= 2, Identifier.isValid(user) else { return nil }
-            return (String(user), shard)
+            guard let number = Int(rest[rest.index(after: colon)...]), number >= 2 else { return nil }
+            shard = number
+            rest = rest[..<colon]
         }
-        return Identifier.isValid(rest) ? (String(rest), 1) : nil
+        var partition: Int?
+        if let at = rest.lastIndex(of: "@") {
+            let tag = rest[rest.index(after: at)...]
+            guard tag.hasPrefix("p"), let number = Int(tag.dropFirst()), number >= 0 else { return nil }
+            partition = number
+            rest = rest[..<at]
+        }
+        return Identifier.isValid(rest) ? (String(rest), shard, partition) : nil
+    }
+
+    /// Whether `rolename` is one of this naming's roles (its partition's), and whose.
+    func owns(_ rolename: String) -> (user: String, shard: Int)? {
+        guard let parsed = Self.parse(rolename), parsed.partition == partition else { return nil }
+        return (parsed.user, parsed.shard)
     }
 
     /// Everything under the room (`state`, `changes`, and the members' own `events`): one
@@ -188,7 +210,7 @@ struct ReconcilePlan {
         var late: [(JSON, String, String?)] = []
         var shardsByUser: [String: [Int: String]] = [:]
         for rolename in state.roleACLs.keys {
-            if let (user, shard) = RoomRoleNaming.parse(rolename) { shardsByUser[user, default: [:]][shard] = rolename }
+            if let (user, shard) = naming.owns(rolename) { shardsByUser[user, default: [:]][shard] = rolename }
         }
         let users = Set(desired.keys).union(state.clientRoles.keys.filter { state.isTandemUser($0) })
         for user in users.sorted() {
@@ -243,10 +265,14 @@ struct ReconcilePlan {
                 placed[candidates[next], default: []].append(room)
                 used[candidates[next], default: 0] += c
             }
-            // Commands, shard by shard.
+            // Commands, shard by shard. A partition's first role is made and attached for
+            // every Tandem user, rooms or not: attaching a role kicks the user, which
+            // a grant during a step must not do (it only rewrites the role).
+            let ensureFirst = naming.partition != nil
             var attaches = false
             var rewrites: [(index: Int, shard: Int)] = []
-            for shard in Set(existing.keys).union(placed.keys).sorted() {
+            for shard in Set(existing.keys).union(placed.keys).union(ensureFirst ? [1] : []).sorted() {
+                let keep = ensureFirst && shard == 1
                 let rolename = naming.role(user, shard: shard)
                 let rooms = placed[shard] ?? []
                 let acls = rooms.flatMap { naming.acls($0) }
@@ -260,11 +286,11 @@ struct ReconcilePlan {
                         rewrites.append((commands.count, shard))
                         append(.obj(["command": "modifyRole", "rolename": .string(rolename), "acls": aclsJSON]), user, nil)
                     }
-                    if !attached.contains(rolename) && !rooms.isEmpty {
+                    if !attached.contains(rolename) && (!rooms.isEmpty || keep) {
                         attaches = true
                         late.append((Self.attach(user, rolename), user, nil))
                     }
-                } else if !rooms.isEmpty {
+                } else if !rooms.isEmpty || keep {
                     append(.obj(["command": "createRole", "rolename": .string(rolename), "acls": aclsJSON]), user, nil)
                     attaches = true
                     late.append((Self.attach(user, rolename), user, nil))

@@ -28,9 +28,6 @@ extension CoordinatorService {
         case reconcileAccess
         /// The broker's users, read again (an invite of anyone else is `unknown_user`).
         case knownUsers(Set<String>)
-        /// Hand this partition's room access to the gathering of `round`
-        /// (``PartitionGroup/gatherAccess()``) for one reconcile of the broker.
-        case reportAccess(round: Int)
     }
 
     /// The commit the service is carrying out for the ``LeaderLoop`` (one at a time).
@@ -48,10 +45,16 @@ extension CoordinatorService {
     /// the SQLite owner, whose term never ends. Closes the store. Throws what stops the
     /// process (a failed commit, a refused connection).
     /// `checkpointer`: SQLite's WAL upkeep, run beside the pipelines every half second.
-    func lead(store: any CoordinatorStore, term: Int64, fence: LeaseFence?, checkpointer: WALCheckpointer? = nil) async throws -> TermEnd {
+    /// `shared`: on a database whose partitions processes share, the one partition this
+    /// term leads (`store` and `fence` are that partition's) and what the process's
+    /// partitions share (``SharedPartitions``); nil: this term leads every partition.
+    func lead(
+        store: any CoordinatorStore, term: Int64, fence: LeaseFence?, checkpointer: WALCheckpointer? = nil,
+        shared: (partition: Int, partitions: SharedPartitions)? = nil
+    ) async throws -> TermEnd {
         let startedAt = WallClock.now()
         let count = configuration.partitioning.count
-        let partitions = Array(0..<count)
+        let partitions = shared.map { [$0.partition] } ?? Array(0..<count)
         // Recovery's `now` is both clocks at once: the tick reads like the wall clock.
         let recoveredAt = clock.tick()
         let reader: any CoordinatorStore
@@ -60,7 +63,7 @@ extension CoordinatorService {
         // of its engine's storage (no copy on its first change). What was read is let go
         // once they are built.
         let engines: EngineSlots
-        let roomAccess: [String: Set<String>]
+        var roomAccess: [String: Set<String>]
         let holds: String
         do {
             let recovered = try await Recovery.read(configuration: configuration, store: store, now: recoveredAt)
@@ -74,8 +77,13 @@ extension CoordinatorService {
             logger.critical("cannot read the database", error: error, metadata: ["database": "\(store.location)"])
             throw error
         }
+        if let shared {
+            // This partition's rooms only; the process read them all.
+            let partitioning = configuration.partitioning
+            roomAccess = roomAccess.mapValues { $0.filter { partitioning.partition(ofRoom: $0) == shared.partition } }.filter { !$0.value.isEmpty }
+        }
         logger.info("database open", metadata: [
-            "database": "\(store.location)", "epoch": "\(store.epoch)", "partitions": "\(count)", "holds": "\(holds)",
+            "database": "\(store.location)", "epoch": "\(store.epoch)", "partitions": "\(partitions)", "holds": "\(holds)",
         ])
 
         var gate: (@Sendable () -> Bool)?
@@ -107,13 +115,25 @@ extension CoordinatorService {
             )
         }
         // Room access on the broker, when it is administered: made to match the database
-        // (every partition's rooms) before anything is published.
+        // before anything is published, each partition's roles with its own rooms.
         let access: BrokerAccessAdmin?
         let knownUsers: Set<String>?
         do {
-            let started = try await startBrokerAccess(desired: roomAccess, gate: gate)
-            access = started?.admin
-            knownUsers = started?.users
+            if let shared {
+                access = shared.partitions.access
+                knownUsers = shared.partitions.knownUsers
+            } else {
+                let started = try await startBrokerAccess(gate: gate)
+                access = started?.admin
+                knownUsers = started?.users
+            }
+            if let access {
+                let partitioning = configuration.partitioning
+                for partition in partitions {
+                    let desired = roomAccess.mapValues { $0.filter { partitioning.partition(ofRoom: $0) == partition } }
+                    try await reconcileAtStart(desired, on: access, partition: accessPartition(partition))
+                }
+            }
         } catch {
             await reader.close()
             await store.close()
@@ -122,7 +142,7 @@ extension CoordinatorService {
             throw error
         }
         func closeAll() async {
-            await access?.stop()
+            if shared == nil { await access?.stop() }
             for client in clients { await client.disconnect() }
             await reader.close()
             await store.close()
@@ -167,7 +187,14 @@ extension CoordinatorService {
                 }
             }
             for partition in partitions { _ = group.connected(partition) }
-            try await clients[0].publish(topics.coordinatorStatus, payload: onlinePayload(startedAt: startedAt, term: term), qos: .atLeastOnce, retain: true)
+            if let shared {
+                // Online once every partition has a ready leader, whichever process.
+                try await shared.partitions.ready(shared.partition, term: term) { [self] sum in
+                    try await clients[0].publish(topics.coordinatorStatus, payload: onlinePayload(startedAt: startedAt, term: sum), qos: .atLeastOnce, retain: true)
+                }
+            } else {
+                try await clients[0].publish(topics.coordinatorStatus, payload: onlinePayload(startedAt: startedAt, term: term), qos: .atLeastOnce, retain: true)
+            }
         } catch {
             await closeAll()
             if error is CancellationError { return .shutdown }
@@ -175,14 +202,20 @@ extension CoordinatorService {
             logger.critical("cannot connect to the broker", error: error)
             throw error
         }
-        health.role = .leader(term: term, online: true)
-        exporter.leading(term: term)
+        if shared == nil {
+            health.role = .leader(term: term, online: true)
+            exporter.leading(term: term)
+        }
         logger.notice("online: leading (instance \(configuration.instanceId), term \(term), \(configuration.partitioning)); every subscription acknowledged; status published on \(topics.coordinatorStatus)", metadata: ["term": "\(term)"])
 
         // The partitions side by side, each on its own task; the first to fail stops the
         // others (their pipelines end at the cancellation), and the process with it.
         var end = TermEnd.shutdown
         var failure: (any Error)?
+        // A partition handed over to another process drains as at a shutdown.
+        if let shared {
+            shared.partitions.register(shared.partition, feed: streams[0].continuation)
+        }
         await withTaskGroup(of: Result<TermEnd, any Error>.self) { running in
             for (index, partition) in partitions.enumerated() {
                 let client = clients[index]
@@ -199,7 +232,7 @@ extension CoordinatorService {
                         return .success(try await pipeline(
                             partition: partition, group: group, loop: &loop, client: client, store: store, reader: reader,
                             inputs: stream.stream, feed: stream.continuation, startedAt: startedAt, term: term, fence: fence,
-                            checkpointer: index == 0 ? checkpointer : nil, access: access))
+                            checkpointer: index == 0 ? checkpointer : nil, access: access, knownUsers: knownUsers, shared: shared?.partitions))
                     } catch {
                         return .failure(error)
                     }
@@ -217,15 +250,20 @@ extension CoordinatorService {
                 }
             }
         }
-        health.role = .stopping
+        if let shared {
+            shared.partitions.unregister(shared.partition)
+            exporter.forget(partition: shared.partition)
+        } else {
+            health.role = .stopping
+        }
         if let failure {
-            exporter.stoppedLeading(lost: fence?.lostReason != nil)
+            if shared == nil { exporter.stoppedLeading(lost: fence?.lostReason != nil) }
             await closeAll()
             if let lost = fence?.lostReason { return .leaseLost(lost) }
             logger.critical("stopping after an error", error: failure)
             throw failure
         }
-        exporter.stoppedLeading(lost: !(end.isShutdown))
+        if shared == nil { exporter.stoppedLeading(lost: !(end.isShutdown)) }
         guard case .shutdown = end else {
             // Lost the lease: not one more commit or publication. The gate is closed, the
             // connections cut; what waits in the buffers was never acknowledged by a
@@ -233,7 +271,9 @@ extension CoordinatorService {
             await closeAll()
             return end
         }
-        // Drained by the loops: everything taken is committed and published.
+        // Drained by the loops: everything taken is committed and published. Offline: a
+        // partition has no leader now (another process's, with its shared partitions,
+        // says online again once it leads them).
         do {
             try await clients[0].publish(topics.coordinatorStatus, payload: Self.offlinePayload, qos: .atLeastOnce, retain: true)
         } catch {
@@ -275,9 +315,11 @@ extension CoordinatorService {
     private func pipeline(
         partition: Int, group partitions: PartitionGroup, loop: inout LeaderLoop, client: MQTTClient, store: any CoordinatorStore, reader: any CoordinatorStore,
         inputs: AsyncStream<Input>, feed: AsyncStream<Input>.Continuation, startedAt: Millis, term: Int64,
-        fence: LeaseFence?, checkpointer: WALCheckpointer?, access: BrokerAccessAdmin?
+        fence: LeaseFence?, checkpointer: WALCheckpointer?, access: BrokerAccessAdmin?, knownUsers: Set<String>?, shared: SharedPartitions?
     ) async throws -> TermEnd {
         fence?.whenLost { reason in feed.yield(.leaseLost(reason)) }
+        // An idle pipeline wakes at each renewal, which reaches the loop before the tick.
+        fence?.whenRenewed { feed.yield(.tick) }
         // Queries leave the pipeline here: answered one after another from the reader's
         // own connection, while the pipeline goes on with everyone's events.
         let (queries, queryFeed) = AsyncStream.makeStream(of: Engine.Query.self)
@@ -315,22 +357,30 @@ extension CoordinatorService {
             // it ends: an exchange with the broker waits up to its answer timeout, and a
             // lost lease must end the term at once.
             var accessTasks: [Task<Void, Never>] = []
-            // The broker's admin connection is followed by the first partition, for all.
-            if let access, partition == partitions.first {
+            // The broker's admin connection is followed by the first partition, for all
+            // (with shared partitions, by the process: ``SharedPartitions``).
+            if let access, shared == nil, partition == partitions.first {
                 accessTasks.append(Task {
                     var first = true
                     for await event in access.connectionEvents {
                         guard case .connected = event else { continue }
                         if first { first = false; continue }
-                        feed.yield(.reconcileAccess)
+                        partitions.broadcast(.reconcileAccess)
                     }
                 })
                 // Users an operator added at run time can be invited within seconds.
-                accessTasks.append(Task { [logger] in
+                accessTasks.append(Task { [logger, configuration] in
+                    var known = knownUsers
                     while !Task.isCancelled {
                         do {
                             try await Task.sleep(for: .seconds(10))
-                            partitions.broadcast(.knownUsers(try await access.knownUsers()))
+                            let users = try await access.knownUsers()
+                            partitions.broadcast(.knownUsers(users))
+                            // With partitions, a new user gets each partition's first role.
+                            if configuration.partitioning.count > 1, !users.isSubset(of: known ?? []) {
+                                partitions.broadcast(.reconcileAccess)
+                            }
+                            known = users
                         } catch is CancellationError {
                             return
                         } catch {
@@ -371,7 +421,7 @@ extension CoordinatorService {
                                 try await store.commit(batch)
                                 // Read rights change before the step is published: an
                                 // invitee can read the snapshot that shows it.
-                                if let access, !grants.isEmpty, fence?.holds ?? true, await !apply(grants, on: access) {
+                                if let access, !grants.isEmpty, fence?.holds ?? true, await !apply(grants, on: access, partition: accessPartition(partition)) {
                                     feed.yield(.reconcileAccess)
                                 }
                                 feed.yield(.committed(nil))
@@ -440,11 +490,13 @@ extension CoordinatorService {
                     case .leaseLost(let loss):
                         carryOut(loop.receive(.leaseLost(loss), at: now))
                     case .reconcileAccess:
-                        // Every partition's rooms at once: the broker's access is one whole.
-                        if access != nil { partitions.gatherAccess() }
-                    case .reportAccess(let round):
-                        if let access, let desired = partitions.report(round: round, partition: partition, access: loop.engine.roomAccess) {
-                            Task { [self] in await reconcile(desired, on: access, reason: "the admin connection came back, or the broker refused a change") }
+                        // This partition's roles, with its rooms.
+                        if let access {
+                            let desired = loop.engine.roomAccess
+                            Task { [self] in
+                                await reconcile(desired, on: access, partition: accessPartition(partition),
+                                                reason: "the admin connection came back, or the broker refused a change")
+                            }
                         }
                     case .connection(.connected(let sessionPresent)):
                         connections += 1
@@ -456,7 +508,13 @@ extension CoordinatorService {
                         guard connections > 1 else { break }
                         logger.info("MQTT reconnected", metadata: ["mqtt.session_present": "\(sessionPresent)", "partition": "\(partition)"])
                         // A will may have marked us offline while the connection was down.
-                        if allUp {
+                        if let shared {
+                            Task { [self] in
+                                try? await shared.ready(partition, term: term) { sum in
+                                    client.enqueueLogged(topics.coordinatorStatus, payload: onlinePayload(startedAt: startedAt, term: sum), retain: true, logger: logger)
+                                }
+                            }
+                        } else if allUp {
                             client.enqueueLogged(topics.coordinatorStatus, payload: onlinePayload(startedAt: startedAt, term: term), retain: true, logger: logger)
                         }
                     case .connection(.disconnected(let reason)):
@@ -467,7 +525,7 @@ extension CoordinatorService {
                         observeMetrics()
                         // The first partition publishes them all: the sums, and each one's
                         // own figures as of its last tick or publication.
-                        guard partition == partitions.first else { break }
+                        guard shared?.publishesMetrics(partition) ?? (partition == partitions.first) else { break }
                         let metrics = Metrics.publication(
                             topics: topics, partitions: exporter.partitions(), uptimeSeconds: Double(now.tick - clock.anchorWall) / 1000)
                         client.enqueueLogged(metrics.topic, payload: metrics.payload, qos: .atMostOnce, retain: true, logger: logger)
@@ -523,7 +581,13 @@ extension CoordinatorService {
                 metrics.messagesOut += 1
             } catch {
                 metrics.publishErrors += 1
-                logger.debug("publish failed", error: error, metadata: ["topic": "\(p.topic)"])
+                // A packet the broker's max_packet_size refuses (MOSQ_ERR_OVERSIZE_PACKET)
+                // would leave a retained state behind for good: say so.
+                if (error as? MQTTError)?.isOversizePacket == true {
+                    logger.error("publication refused: \(p.payload.count) bytes is more than the broker's max_packet_size allows", metadata: ["topic": "\(p.topic)"])
+                } else {
+                    logger.debug("publish failed", error: error, metadata: ["topic": "\(p.topic)"])
+                }
             }
         }
     }

@@ -55,7 +55,11 @@ public final class CoordinatorService: Service {
             try await runOnSQLite(path: path, startedAt: startedAt)
         case .postgres(let url):
             #if PostgreSQL
-            try await runOnPostgres(url: url, startedAt: startedAt)
+            if configuration.partitioning.count > 1 {
+                try await runSharedOnPostgres(url: url, startedAt: startedAt)
+            } else {
+                try await runOnPostgres(url: url, startedAt: startedAt)
+            }
             #else
             _ = url
             throw StoreLocation.Unsupported()
@@ -181,7 +185,7 @@ public final class CoordinatorService: Service {
 
     /// Creates the schema if the database is new, waiting for a database that cannot be
     /// reached yet (it may be starting beside us).
-    private func prepareSchema(_ lease: PostgresLease, database: String, poll: Duration) async throws {
+    func prepareSchema(_ lease: PostgresLease, database: String, poll: Duration) async throws {
         var told = false
         while true {
             do {
@@ -195,13 +199,18 @@ public final class CoordinatorService: Service {
         }
     }
 
-    /// One leader term on PostgreSQL: open the store under the term's fence, lead.
-    private func leadTerm(url: PostgresURL, fence: LeaseFence, announcer: InstanceAnnouncer) async -> TermEnd {
+    /// One leader term on PostgreSQL: open the store under the term's fence, lead. With
+    /// `shared`, the term of one partition, whose commits its own lease row fences.
+    func leadTerm(url: PostgresURL, fence: LeaseFence, announcer: InstanceAnnouncer,
+                  shared: (partition: Int, partitions: SharedPartitions)? = nil) async -> TermEnd {
         do {
             let store = try await PostgresStore.open(
-                url: url, fence: .init(term: fence.term, leaseMs: fence.leaseMs, holds: { fence.holds }), logger: logger)
-            announcer.announce(.leader(term: fence.term, partitions: Array(0..<configuration.partitioning.count)))
-            return try await lead(store: store, term: fence.term, fence: fence)
+                url: url, fence: .init(term: fence.term, leaseMs: fence.leaseMs, partition: shared?.partition, holds: { fence.holds }),
+                logger: logger)
+            if shared == nil {
+                announcer.announce(.leader(term: fence.term, partitions: Array(0..<configuration.partitioning.count)))
+            }
+            return try await lead(store: store, term: fence.term, fence: fence, shared: shared)
         } catch let error as PostgresStoreError {
             if let lost = fence.lostReason { return .leaseLost(lost) }
             switch error.kind {

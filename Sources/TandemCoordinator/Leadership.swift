@@ -33,6 +33,7 @@ final class LeaseFence: Sendable {
         var lost: LeaseLoss?
         var notified = false
         var handlers: [@Sendable (LeaseLoss) -> Void] = []
+        var renewalHandlers: [@Sendable () -> Void] = []
     }
 
     init(term: Int64, leaseMs: Int64, acquireSentAt: ContinuousClock.Instant) {
@@ -68,14 +69,22 @@ final class LeaseFence: Sendable {
     /// A renewal sent at `sentAt` succeeded: the deadline moves, unless the fence was
     /// already lost.
     func renewed(sentAt: ContinuousClock.Instant) {
-        state.withLock { s in
-            guard s.lost == nil, ContinuousClock.now < s.deadline else { return }
+        let handlers = state.withLock { s -> [@Sendable () -> Void] in
+            guard s.lost == nil, ContinuousClock.now < s.deadline else { return [] }
             let next = sentAt + .milliseconds(leaseMs - marginMs)
-            if next > s.deadline {
-                s.deadline = next
-                s.sentAt = sentAt
-            }
+            guard next > s.deadline else { return [] }
+            s.deadline = next
+            s.sentAt = sentAt
+            return s.renewalHandlers
         }
+        handlers.forEach { $0() }
+    }
+
+    /// Runs `handler` after every renewal that moved the deadline: a pipeline with no
+    /// input for longer than the lease must still hear of each renewal before its own
+    /// view of the deadline passes (it only accepts a renewal sent before that).
+    func whenRenewed(_ handler: @escaping @Sendable () -> Void) {
+        state.withLock { $0.renewalHandlers.append(handler) }
     }
 
     /// Marks the lease lost (the first reason stays) and tells every handler, once.

@@ -110,6 +110,9 @@ public final class MetricsExporter: Sendable {
         /// The sums as last mirrored, and each partition's messages in.
         var mirrored = Metrics()
         var mirroredIn: [Int: Int] = [:]
+        /// What partitions this process no longer leads had counted: kept in the sums, so
+        /// that every counter only grows (``forget(partition:)``).
+        var retired = Metrics()
         var partitionReceived: [Int: Counter] = [:]
         var partitionDepth: [Int: Gauge] = [:]
     }
@@ -190,6 +193,18 @@ public final class MetricsExporter: Sendable {
         }
     }
 
+    /// A partition this process led went to another process (or its term ended): its
+    /// counts stay in the sums, its levels and its own entry go, and a later term of it
+    /// here counts from zero again.
+    public func forget(partition: Int) {
+        state.withLock { state in
+            if let last = state.latest.removeValue(forKey: partition) { state.retired = Metrics.summed([state.retired, last]) }
+            state.gauges[partition] = nil
+            state.mirroredIn[partition] = 0
+            state.partitionDepth[partition]?.record(0)
+        }
+    }
+
     /// Each partition's latest counts and levels, in partition order.
     public func partitions() -> [Metrics.Partition] {
         state.withLock { state in
@@ -203,7 +218,7 @@ public final class MetricsExporter: Sendable {
     /// the gauges.
     public func mirror() {
         state.withLock { state in
-            let now = Metrics.summed(state.latest.values)
+            let now = Metrics.summed(Array(state.latest.values) + [state.retired])
             let was = state.mirrored
             func add(_ counter: Counter, _ now: Int, _ was: Int) {
                 if now > was { counter.increment(by: now - was) }

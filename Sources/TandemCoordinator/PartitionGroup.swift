@@ -3,8 +3,8 @@ import TandemCore
 
 /// What the partitions one process leads share while each runs its own pipeline
 /// (CONTRACT "Partitions"): every pipeline's input feed, which of their MQTT sessions
-/// are connected (`coordinator/status` says online only while all are), and the
-/// gathering of every partition's room access for one reconcile of the broker.
+/// are connected (`coordinator/status` says online only while all are). (Each
+/// partition reconciles its own room roles at the broker: ``RoomRoleNaming``.)
 final class PartitionGroup: Sendable {
     /// The partitions this process leads, in order; the first one also publishes the
     /// process's metrics and follows the broker's admin connection.
@@ -23,14 +23,7 @@ final class PartitionGroup: Sendable {
         func take() -> Int { value.exchange(0, ordering: .relaxed) }
     }
 
-    private struct State {
-        var connected: Set<Int> = []
-        /// The reconcile being gathered: its round and the access each partition reported.
-        var round = 0
-        var reported: [Int: [String: Set<String>]] = [:]
-    }
-
-    private let state = Mutex(State())
+    private let connectedPartitions = Mutex<Set<Int>>([])
 
     init(partitions: [Int], feeds: [AsyncStream<CoordinatorService.Input>.Continuation]) {
         precondition(partitions.count == feeds.count && !partitions.isEmpty)
@@ -64,44 +57,14 @@ final class PartitionGroup: Sendable {
     /// the caller publishes the online status (a will of a partition that was cut off
     /// may have said offline meanwhile).
     func connected(_ partition: Int) -> Bool {
-        state.withLock {
-            $0.connected.insert(partition)
-            return $0.connected.count == partitions.count
+        connectedPartitions.withLock {
+            $0.insert(partition)
+            return $0.count == partitions.count
         }
     }
 
     /// A partition's session dropped: its will says offline for all of them.
     func disconnected(_ partition: Int) {
-        _ = state.withLock { $0.connected.remove(partition) }
-    }
-
-    // MARK: Room access, gathered
-
-    /// Starts gathering every partition's room access for a reconcile: each pipeline is
-    /// asked for its own (``report(round:partition:access:)``).
-    func gatherAccess() {
-        let round = state.withLock {
-            $0.round += 1
-            $0.reported = [:]
-            return $0.round
-        }
-        broadcast(.reportAccess(round: round))
-    }
-
-    /// One partition's room access for `round`: the union of all of them once the last
-    /// has reported (the caller reconciles the broker with it), else nil. A report for a
-    /// round a later gathering replaced is dropped.
-    func report(round: Int, partition: Int, access: [String: Set<String>]) -> [String: Set<String>]? {
-        state.withLock { state -> [String: Set<String>]? in
-            guard state.round == round else { return nil }
-            state.reported[partition] = access
-            guard state.reported.count == partitions.count else { return nil }
-            var union: [String: Set<String>] = [:]
-            for part in state.reported.values {
-                union.merge(part) { $0.union($1) }
-            }
-            state.reported = [:]
-            return union
-        }
+        _ = connectedPartitions.withLock { $0.remove(partition) }
     }
 }

@@ -85,31 +85,88 @@ import TestSupport
         }
     }
 
-    /// Issue 21, for now: with 4 partitions the leader leads all four (one lease), and a
-    /// standby that takes over takes all four; nothing is lost or applied twice. The room
-    /// (`failover-q`: partition 1), the alice-bob conversation (3) and carol's workouts
-    /// (2) are in three partitions.
+    /// Issue 21: 4 partitions shared by three processes (at most ceil(4 / 3) = 2 each),
+    /// under load, through a SIGKILL of the process leading the room's partition, a
+    /// SIGSTOP of another past its lease, a fourth process joining (the others hand it
+    /// partitions: drained, published, released) and a PostgreSQL restart. Every event
+    /// is answered once and every room, conversation and workout replays from its own
+    /// events; each commit is fenced by its partition's term. The room (`failover-q`:
+    /// partition 1), the alice-bob conversation (3) and carol's workouts (2) are in
+    /// three partitions.
     @Test(.timeLimit(.minutes(3)))
-    func fourPartitionsMoveToTheStandbyTogetherAndNothingIsLost() async throws {
+    func fourPartitionsSharedByProcessesSurviveKillFreezeJoinAndRestart() async throws {
         let partitioning = try #require(Partitioning(count: 4))
-        #expect(Set([partitioning.partition(ofRoom: "failover-q"), partitioning.partition(ofConversation: "alice", "bob"),
+        let room = "failover-q"
+        #expect(Set([partitioning.partition(ofRoom: room), partitioning.partition(ofConversation: "alice", "bob"),
                      partitioning.partition(ofUser: "carol")]).count == 3)
+        let server = try PostgresServer.suiteServer()
         try await Self.underLoad(
-            room: "failover-q", duration: .seconds(14), extraArguments: ["--partitions", "4"],
-            label: "leader of 4 partitions SIGKILLed twice, 2 coordinators on PostgreSQL"
+            room: room, instances: ["c1", "c2", "c3"], duration: .seconds(32), extraArguments: ["--partitions", "4"],
+            label: "4 partitions shared by 3-4 processes on PostgreSQL: kill, freeze, join, restart"
         ) { cluster, _ in
-            var takeovers: [Double] = []
-            for _ in 0..<2 {
-                let (leader, next, took) = try await Self.killTheLeader(cluster, afterMs: 1_500...2_500)
-                takeovers.append(took)
-                let deadline = ContinuousClock.now + .seconds(10)
-                while cluster.announcement(next.instance)?["partitions"] != .array([0, 1, 2, 3]), ContinuousClock.now < deadline {
-                    try await Task.sleep(for: .milliseconds(50))
-                }
-                #expect(cluster.announcement(next.instance)?["partitions"] == .array([0, 1, 2, 3]))
-                try cluster.launch(leader.instance)
+            let all = [0, 1, 2, 3]
+            /// Every partition led once, by processes other than `excluding`, each within `share`.
+            func spread(share: Int, excluding: Set<String> = []) -> Bool {
+                let led = cluster.partitionsLed.filter { !excluding.contains($0.key) }
+                return led.values.flatMap { $0 }.sorted() == all && led.values.allSatisfy { $0.count <= share }
             }
-            return "2 SIGKILLs of the leader of 4 partitions, takeover of all four (kill to the new leader's online status) \(takeovers.map { "\(Int($0)) ms" }.joined(separator: ", ")); lease \(Self.leaseSeconds) s"
+            func since(_ start: ContinuousClock.Instant) -> Int {
+                let took = ContinuousClock.now - start
+                return Int(took.components.seconds * 1000 + took.components.attoseconds / 1_000_000_000_000_000)
+            }
+            var lines: [String] = []
+            let wait = Duration.seconds(Int(Self.leaseSeconds) + 8)
+            #expect(try await cluster.wait(timeout: .seconds(15)) { spread(share: 2) }, "never spread: \(cluster.partitionsLed)")
+            lines.append("spread \(cluster.partitionsLed)")
+
+            // 1. SIGKILL of the room's leader: its partitions are taken within the lease.
+            try await Task.sleep(for: .milliseconds(Int.random(in: 1_000...2_000)))
+            let before = try #require(cluster.leader)
+            let victim = try #require(cluster.partitionsLed.first { $0.value.contains(partitioning.partition(ofRoom: room)) }?.key)
+            let killedAt = ContinuousClock.now
+            await cluster.kill(victim)
+            let next = try await cluster.waitForLeader(after: before.term, timeout: wait)
+            #expect(try await cluster.wait(timeout: wait) { spread(share: 4, excluding: [victim]) }, "\(cluster.partitionsLed)")
+            lines.append("killed \(victim): online again after \(since(killedAt)) ms (term \(before.term) -> \(next.term)), \(cluster.partitionsLed)")
+            try cluster.launch(victim)
+
+            // 2. SIGSTOP past the lease: its partitions go to the others; woken, it says so.
+            try await Task.sleep(for: .seconds(1))
+            let frozen = try #require(cluster.partitionsLed.keys.sorted().first { $0 != victim })
+            let frozenTerm = try #require(cluster.leader).term
+            let stoppedAt = ContinuousClock.now
+            cluster.signal(frozen, SIGSTOP)
+            _ = try await cluster.waitForLeader(after: frozenTerm, timeout: wait)
+            let others = try await cluster.wait(timeout: wait) {
+                let led = cluster.partitionsLed.filter { $0.key != frozen }
+                return led.values.flatMap { $0 }.sorted() == all
+            }
+            #expect(others, "\(cluster.partitionsLed)")
+            lines.append("froze \(frozen): its partitions led by others after \(since(stoppedAt)) ms, \(cluster.partitionsLed.filter { $0.key != frozen })")
+            try await Task.sleep(until: stoppedAt + .seconds(2 * Self.leaseSeconds))
+            cluster.signal(frozen, SIGCONT)
+            #expect(try await cluster.wait(timeout: .seconds(10)) { cluster.currentLog(frozen).contains("lost the lease of partition") },
+                    "\(cluster.currentLog(frozen).suffix(3000))")
+
+            // 3. A fourth process joins: share 1 each, the others hand partitions over.
+            let joinedAt = ContinuousClock.now
+            try cluster.launch("c4")
+            #expect(try await cluster.wait(timeout: .seconds(15)) { cluster.partitionsLed["c4"] != nil && spread(share: 1) },
+                    "\(cluster.partitionsLed)")
+            lines.append("c4 joined: led \(cluster.partitionsLed["c4"] ?? []) after \(since(joinedAt)) ms, \(cluster.partitionsLed)")
+            let log = (cluster.instances.map { cluster.log($0) }).joined()
+            #expect(log.contains("handed partition"), "no handover logged")
+
+            // Online again once the partitions handed over are ready where they went.
+            let restartTerm = try await cluster.waitForLeader(after: 0, timeout: wait).term
+
+            // 4. PostgreSQL restarted: every partition led again, and online.
+            try await server.restart()
+            try await Task.sleep(for: .seconds(Self.leaseSeconds))
+            #expect(try await cluster.wait(timeout: .seconds(15)) { cluster.leader != nil && spread(share: 1) },
+                    "\(cluster.partitionsLed) \(cluster.statusHistory.suffix(4).map(\.text))")
+            lines.append("PostgreSQL restarted: term \(restartTerm) -> \(cluster.leader?.term ?? 0), \(cluster.partitionsLed)")
+            return lines.joined(separator: "; ")
         }
     }
 

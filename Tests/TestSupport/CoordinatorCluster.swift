@@ -90,6 +90,29 @@ public final class CoordinatorCluster: Sendable {
         watcher.latest(on: watcher.topics.coordinatorInstance(instance))
     }
 
+    /// The partitions each running process says it leads (its retained
+    /// `coordinator/instances/{instance}`), for those that lead any.
+    public var partitionsLed: [String: [Int]] {
+        var led: [String: [Int]] = [:]
+        for instance in instances where process(instance)?.isRunning == true {
+            guard let announced = announcement(instance), announced["online"]?.boolValue == true,
+                  case .array(let list)? = announced["partitions"] else { continue }
+            let partitions = list.compactMap { $0.int64Value.map(Int.init) }
+            if !partitions.isEmpty { led[instance] = partitions.sorted() }
+        }
+        return led
+    }
+
+    /// Waits until `condition` holds (checked every 20 ms); false after `timeout`.
+    public func wait(timeout: Duration, until condition: () -> Bool) async throws -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while !condition() {
+            guard ContinuousClock.now < deadline else { return false }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        return true
+    }
+
     /// Everything `coordinator/status` said, in order (what the watcher heard).
     public var statusHistory: [JSON] { watcher.all(on: watcher.topics.coordinatorStatus) }
 
