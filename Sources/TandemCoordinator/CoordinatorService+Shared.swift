@@ -108,12 +108,7 @@ extension CoordinatorService {
         let instance = configuration.instanceId
         let directory = PostgresLease(url: url, instance: instance, leaseMs: leaseMs, logger: logger)
         let leases = (0..<count).map { PostgresLease(url: url, instance: instance, leaseMs: leaseMs, row: .partition($0), logger: logger) }
-        let announcer = try InstanceAnnouncer(configuration: configuration, topics: topics, startedAt: startedAt, logger: logger)
-        announcer.start()
-        announcer.announce(.standby)
-        health.role = .standby
-        let poll = Duration.milliseconds(min(500, max(50, leaseMs / 4)))
-        let renewEvery = Duration.milliseconds(max(50, leaseMs / 4))
+        let (announcer, poll, renewEvery) = try startStandingBy(startedAt: startedAt)
         let terms = PartitionTerms()
         func closeLeases() async {
             await directory.close()
@@ -144,6 +139,7 @@ extension CoordinatorService {
             if running.isEmpty {
                 announcer.announce(.standby)
                 health.role = .standby
+                exporter.stoppedLeading(lost: false)
             } else {
                 let sum = running.values.reduce(0, +)
                 announcer.announce(.leader(term: sum, partitions: running.keys.sorted()))
@@ -178,29 +174,15 @@ extension CoordinatorService {
 
             /// Runs partition `k`'s term, from the lease just taken to its end.
             func start(_ k: Int, _ acquired: PostgresLease.Acquired, sentAt: ContinuousClock.Instant) {
-                let previous = acquired.previous
-                let how = previous.instance.isEmpty ? "its first leader"
-                    : previous.released ? "instance \(previous.instance) released term \(previous.term)"
-                    : "instance \(previous.instance)'s lease of term \(previous.term) ran out \(Double(-previous.expiresInMs) / 1000) s ago"
-                logger.notice("took partition \(k), term \(acquired.term) (\(how))", metadata: ["partition": "\(k)", "term": "\(acquired.term)"])
+                logger.notice("took partition \(k), term \(acquired.term) (\(Self.howTaken(acquired.previous, first: "its first leader")))",
+                              metadata: ["partition": "\(k)", "term": "\(acquired.term)"])
                 terms.state.withLock { $0.running[k] = acquired.term }
                 exporter.leading(term: acquired.term)
                 announce()
                 group.addTask { [self] in
-                    let fence = LeaseFence(term: acquired.term, leaseMs: leaseMs, acquireSentAt: sentAt)
-                    let end = await withTaskGroup(of: TermEnd?.self) { term -> TermEnd in
-                        term.addTask { await fence.keep(with: leases[k], renewEvery: renewEvery, logger: self.logger); return nil }
-                        term.addTask { await self.leadTerm(url: url, fence: fence, announcer: announcer, shared: (k, shared)) }
-                        var end = TermEnd.leaseLost(.deadlinePassed(byMs: 0))
-                        for await result in term {
-                            if let result {
-                                end = result
-                                break
-                            }
-                        }
-                        term.cancelAll()
-                        return end
-                    }
+                    let end = await leadFenced(
+                        url: url, term: acquired.term, sentAt: sentAt, lease: leases[k], renewEvery: renewEvery, announcer: announcer,
+                        shared: (k, shared))
                     let handedOver = terms.state.withLock { $0.handingOver.remove(k) != nil }
                     switch end {
                     case .shutdown:

@@ -583,7 +583,7 @@ extension CoordinatorService {
                 metrics.publishErrors += 1
                 // A packet the broker's max_packet_size refuses (MOSQ_ERR_OVERSIZE_PACKET)
                 // would leave a retained state behind for good: say so.
-                if (error as? MQTTError)?.isOversizePacket == true {
+                if error.isOversizePacket {
                     logger.error("publication refused: \(p.payload.count) bytes is more than the broker's max_packet_size allows", metadata: ["topic": "\(p.topic)"])
                 } else {
                     logger.debug("publish failed", error: error, metadata: ["topic": "\(p.topic)"])

@@ -109,12 +109,7 @@ public final class CoordinatorService: Service {
     private func runOnPostgres(url: PostgresURL, startedAt: Millis) async throws {
         let leaseMs = configuration.leaderLeaseMs
         let lease = PostgresLease(url: url, instance: configuration.instanceId, leaseMs: leaseMs, logger: logger)
-        let announcer = try InstanceAnnouncer(configuration: configuration, topics: topics, startedAt: startedAt, logger: logger)
-        announcer.start()
-        announcer.announce(.standby)
-        health.role = .standby
-        let poll = Duration.milliseconds(min(500, max(50, leaseMs / 4)))
-        let renewEvery = Duration.milliseconds(max(50, leaseMs / 4))
+        let (announcer, poll, renewEvery) = try startStandingBy(startedAt: startedAt)
         defer { Task { await lease.close() } }
         // After a term that ended without a shutdown: give the lease up if nobody took it
         // yet (the next leader, maybe this process under a new term, need not wait it
@@ -130,26 +125,10 @@ public final class CoordinatorService: Service {
                 let (acquired, sentAt) = try await cancelWhenGracefulShutdown {
                     try await waitForLease(lease, poll: poll, logger: self.logger)
                 }
-                let previous = acquired.previous
-                let how = previous.instance.isEmpty ? "the database's first leader"
-                    : previous.released ? "instance \(previous.instance) released term \(previous.term) on a clean shutdown"
-                    : "instance \(previous.instance)'s lease of term \(previous.term) ran out \(Double(-previous.expiresInMs) / 1000) s ago"
-                logger.notice("leader: took the lease, term \(acquired.term) (\(how))", metadata: ["term": "\(acquired.term)"])
+                logger.notice("leader: took the lease, term \(acquired.term) (\(Self.howTaken(acquired.previous, first: "the database's first leader")))",
+                              metadata: ["term": "\(acquired.term)"])
                 health.role = .starting
-                let fence = LeaseFence(term: acquired.term, leaseMs: leaseMs, acquireSentAt: sentAt)
-                let end = await withTaskGroup(of: TermEnd?.self) { group -> TermEnd in
-                    group.addTask { await fence.keep(with: lease, renewEvery: renewEvery, logger: self.logger); return nil }
-                    group.addTask { await self.leadTerm(url: url, fence: fence, announcer: announcer) }
-                    var end = TermEnd.leaseLost(.deadlinePassed(byMs: 0))
-                    for await result in group {
-                        if let result {
-                            end = result
-                            break
-                        }
-                    }
-                    group.cancelAll()
-                    return end
-                }
+                let end = await leadFenced(url: url, term: acquired.term, sentAt: sentAt, lease: lease, renewEvery: renewEvery, announcer: announcer)
                 switch end {
                 case .shutdown:
                     do {
@@ -180,6 +159,47 @@ public final class CoordinatorService: Service {
             logger.critical("stopping", error: error)
             await announcer.stop()
             throw error
+        }
+    }
+
+    /// A PostgreSQL process starts as a standby: announced, and how often it looks at the
+    /// leases and renews those it holds (a quarter lease; looks at most every 500 ms).
+    func startStandingBy(startedAt: Millis) throws -> (announcer: InstanceAnnouncer, poll: Duration, renewEvery: Duration) {
+        let leaseMs = configuration.leaderLeaseMs
+        let announcer = try InstanceAnnouncer(configuration: configuration, topics: topics, startedAt: startedAt, logger: logger)
+        announcer.start()
+        announcer.announce(.standby)
+        health.role = .standby
+        return (announcer, .milliseconds(min(500, max(50, leaseMs / 4))), .milliseconds(max(50, leaseMs / 4)))
+    }
+
+    /// What the lease row said before this process took it, for the log.
+    static func howTaken(_ previous: PostgresLease.Holder, first: String) -> String {
+        previous.instance.isEmpty ? first
+            : previous.released ? "instance \(previous.instance) released term \(previous.term)"
+            : "instance \(previous.instance)'s lease of term \(previous.term) ran out \(Double(-previous.expiresInMs) / 1000) s ago"
+    }
+
+    /// A term under the lease just taken (`lease`'s row, term `term`, the take sent at
+    /// `sentAt`): the fence kept renewed beside ``leadTerm(url:fence:announcer:shared:)``
+    /// until either ends; how the term ended.
+    func leadFenced(
+        url: PostgresURL, term: Int64, sentAt: ContinuousClock.Instant, lease: PostgresLease, renewEvery: Duration,
+        announcer: InstanceAnnouncer, shared: (partition: Int, partitions: SharedPartitions)? = nil
+    ) async -> TermEnd {
+        let fence = LeaseFence(term: term, leaseMs: lease.leaseMs, acquireSentAt: sentAt)
+        return await withTaskGroup(of: TermEnd?.self) { group -> TermEnd in
+            group.addTask { await fence.keep(with: lease, renewEvery: renewEvery, logger: self.logger); return nil }
+            group.addTask { await self.leadTerm(url: url, fence: fence, announcer: announcer, shared: shared) }
+            var end = TermEnd.leaseLost(.deadlinePassed(byMs: 0))
+            for await result in group {
+                if let result {
+                    end = result
+                    break
+                }
+            }
+            group.cancelAll()
+            return end
         }
     }
 

@@ -1,7 +1,7 @@
 import Foundation
 import Logging
 import Synchronization
-import TandemCoordinator
+@testable import TandemCoordinator
 import TandemCore
 import TandemMQTT
 import Testing
@@ -51,6 +51,39 @@ import TestSupport
             #expect(try await admin.readableRooms() == ["alice": [], "bob": ["r1"], "carol": []])
             await admin.stop()
             for listener in [coordinator, alice, bob, late] { await listener.close() }
+        }
+    }
+
+    /// Issue 21: with partitions, each partition's rooms are in roles of its own, so two
+    /// processes (two admin connections) granting one user rooms of two partitions at
+    /// the same time never undo each other's grant, and a partition's reconcile leaves
+    /// the other partitions' rooms alone. (One role per user, read and rewritten by both,
+    /// would lose some of these grants.)
+    @Test func partitionsKeepRolesOfTheirOwnAndNeverUndoEachOthersGrants() async throws {
+        try await withBroker(.shipped) { broker in
+            let first = try await startedAdmin(broker)
+            let second = try await startedAdmin(broker)
+            // Each partition's first role is made and attached to every user up front.
+            _ = try await first.reconcile([:], partition: 0)
+            _ = try await second.reconcile([:], partition: 1)
+            for round in 0..<12 {
+                async let a: Void = first.apply([.grant(user: "alice", room: "p0-\(round)"), .grant(user: "bob", room: "p0-\(round)")], partition: 0)
+                async let b: Void = second.apply([.grant(user: "alice", room: "p1-\(round)")], partition: 1)
+                _ = try await (a, b)
+            }
+            let p0 = Set((0..<12).map { "p0-\($0)" }), p1 = Set((0..<12).map { "p1-\($0)" })
+            #expect(try await first.readableRooms() == ["alice": p0.union(p1), "bob": p0, "carol": []])
+
+            // Partition 1's reconcile with its own rooms: partition 0's stay.
+            let report = try await second.reconcile(["alice": ["p1-0"]], partition: 1)
+            #expect(report.revoked == 11)
+            #expect(try await first.readableRooms() == ["alice": p0.union(["p1-0"]), "bob": p0, "carol": []])
+            let parsed = RoomRoleNaming.parse("tandem-rooms-alice@p1:2")
+            #expect(parsed?.user == "alice" && parsed?.shard == 2 && parsed?.partition == 1)
+            #expect(RoomRoleNaming.parse("tandem-rooms-alice")?.partition == nil)
+            #expect(RoomRoleNaming.parse("tandem-rooms-alice@x") == nil)
+            await first.stop()
+            await second.stop()
         }
     }
 
