@@ -1,4 +1,5 @@
 import Prometheus
+import Synchronization
 import Testing
 import TandemCore
 import TandemEngine
@@ -142,5 +143,58 @@ import TestSupport
         let id = HealthState.instanceId(host: host, pid: pid)
         #expect(id == expected)
         #expect(Identifier.isValid(id))
+    }
+}
+
+/// Issue 21: a partition that moves to another process and back keeps every counter
+/// growing (its last counts stay in the sums), and its levels and own entry go with it.
+@Suite struct PartitionMoveMetricsTests {
+    @Test func aPartitionThatLeavesAndComesBackNeverTakesACounterBack() {
+        let registry = PrometheusCollectorRegistry()
+        let exporter = MetricsExporter(factory: MetricsExporter.prometheusFactory(registry: registry))
+        func counts(_ published: Int) -> Metrics {
+            var metrics = Metrics()
+            metrics.messagesOut = published
+            return metrics
+        }
+        var gauges = Metrics.Gauges()
+        gauges.rooms = 3
+        exporter.observe(metrics: counts(5), gauges: gauges, partition: 0)
+        exporter.observe(metrics: counts(7), gauges: gauges, partition: 1)
+        exporter.mirror()
+        #expect(prometheusSamples(registry.emitToString())["tandem_messages_published_total"] == 12)
+        #expect(prometheusSamples(registry.emitToString())["tandem_rooms"] == 6)
+
+        // Partition 1 is handed over: its 7 stay counted, its rooms go.
+        exporter.forget(partition: 1)
+        exporter.mirror()
+        #expect(exporter.partitions().map(\.partition) == [0])
+        #expect(prometheusSamples(registry.emitToString())["tandem_messages_published_total"] == 12)
+        #expect(prometheusSamples(registry.emitToString())["tandem_rooms"] == 3)
+
+        // It comes back under a new term, counting from zero: 2 more, not 5 less.
+        exporter.observe(metrics: counts(2), gauges: gauges, partition: 1)
+        exporter.mirror()
+        #expect(prometheusSamples(registry.emitToString())["tandem_messages_published_total"] == 14)
+    }
+}
+
+/// Issue 21: the lease's fence tells a pipeline of every renewal that moved its deadline
+/// (a pipeline with no input for longer than the lease must still hear of them), and of
+/// none once the fence is lost.
+@Suite struct LeaseFenceTests {
+    @Test func everyRenewalThatMovesTheDeadlineIsToldAndNoneAfterTheLoss() {
+        let start = ContinuousClock.now
+        let fence = LeaseFence(term: 3, leaseMs: 2_000, acquireSentAt: start)
+        let told = Mutex(0)
+        fence.whenRenewed { told.withLock { $0 += 1 } }
+        fence.renewed(sentAt: start + .milliseconds(500))
+        fence.renewed(sentAt: start + .milliseconds(400))  // older than the last: the deadline stays
+        #expect(told.withLock { $0 } == 1)
+        #expect(fence.renewal.sentAt == start + .milliseconds(500))
+        fence.lose(.takenOver(term: 4, instance: "c2"))
+        fence.renewed(sentAt: .now)
+        #expect(told.withLock { $0 } == 1)
+        #expect(!fence.holds)
     }
 }
