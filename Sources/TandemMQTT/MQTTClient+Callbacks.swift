@@ -133,14 +133,22 @@ extension ClientCore {
         if nowReady { becameReady(sessionPresent: sessionPresent) }
     }
 
+    /// Hands `message` to every matching subscription, outside the state's lock. Yielding
+    /// resumes a task waiting on the stream, which takes that task's status lock; a task
+    /// being cancelled holds its status lock while the stream's termination handler takes
+    /// this lock (``removeSubscription(_:)``). Yielding under the lock deadlocked the two
+    /// (seen once in a full test run: a TestPeer's close hung with a message arriving).
     func deliver(_ message: MQTTMessage) {
-        state.withLock { s in
-            for entry in s.subscriptions.values where entry.filters.contains(where: { LibMosquitto.topicMatches(filter: $0, topic: message.topic) }) {
-                if let deliver = entry.deliver {
-                    deliver(message)
-                } else {
-                    entry.continuation.yield(message)
-                }
+        let targets = state.withLock { s in
+            s.subscriptions.values
+                .filter { $0.filters.contains(where: { LibMosquitto.topicMatches(filter: $0, topic: message.topic) }) }
+                .map { ($0.deliver, $0.continuation) }
+        }
+        for (deliver, continuation) in targets {
+            if let deliver {
+                deliver(message)
+            } else {
+                continuation.yield(message)
             }
         }
     }
