@@ -44,8 +44,12 @@ final class SharedPartitions: Sendable {
 
     /// The partition drains (everything it took is committed and published) and ends its
     /// term, as at a shutdown; its lease is then released for the process taking it.
-    func handOver(_ partition: Int) {
-        _ = feeds.withLock { $0[partition] }?.yield(.shutdown)
+    /// False when its pipeline is not running yet (its term is still starting): asked
+    /// again at the next look.
+    func handOver(_ partition: Int) -> Bool {
+        guard let feed = feeds.withLock({ $0[partition] }) else { return false }
+        feed.yield(.shutdown)
+        return true
     }
 
     func broadcast(_ input: CoordinatorService.Input) {
@@ -223,10 +227,9 @@ extension CoordinatorService {
                     let (running, handingOver) = terms.state.withLock { ($0.running, $0.handingOver) }
                     let keeping = running.keys.filter { !handingOver.contains($0) }.sorted()
                     if keeping.count > share {
-                        let give = Array(keeping.suffix(keeping.count - share))
+                        let give = keeping.suffix(keeping.count - share).filter { shared.handOver($0) }
                         terms.state.withLock { $0.handingOver.formUnion(give) }
-                        logger.notice("handing over partitions \(give): \(live) processes share them now")
-                        for k in give { shared.handOver(k) }
+                        if !give.isEmpty { logger.notice("handing over partitions \(give): \(live) processes share them now") }
                     } else if running.count < share {
                         let free = try await directory.partitionHolders()
                             .filter { ($0.holder.released || $0.holder.expiresInMs < 0) && running[$0.partition] == nil }
@@ -248,11 +251,13 @@ extension CoordinatorService {
                     break
                 }
             }
-            // A shutdown (the pipelines drain on it) or a failure (they are stopped).
-            if terms.state.withLock({ $0.failure }) != nil {
-                for k in shared.running { shared.handOver(k) }
-            }
+            // A shutdown (the pipelines drain on it) or a failure (they are stopped, those
+            // still starting as soon as their pipelines run).
+            var stopped = Set<Int>()
             while terms.state.withLock({ !$0.running.isEmpty }) {
+                if terms.state.withLock({ $0.failure }) != nil {
+                    for k in shared.running where !stopped.contains(k) && shared.handOver(k) { stopped.insert(k) }
+                }
                 try? await Task.sleep(for: .milliseconds(20))
             }
             group.cancelAll()
