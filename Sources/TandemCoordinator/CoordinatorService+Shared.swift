@@ -16,6 +16,9 @@ final class SharedPartitions: Sendable {
     let access: BrokerAccessAdmin?
     private let users: Mutex<Set<String>?>
     private let feeds = Mutex<[Int: AsyncStream<CoordinatorService.Input>.Continuation]>([:])
+    /// Partitions running here whose session is down now (`/healthz` and the connected
+    /// gauge say online only while none is).
+    private let down = Mutex<Set<Int>>([])
     /// Marks a partition's term ready in the database: whether every partition now has a
     /// ready leader, and the sum of their terms.
     private let markReady: @Sendable (Int, Int64) async throws -> (all: Bool, termSum: Int64)
@@ -40,6 +43,19 @@ final class SharedPartitions: Sendable {
 
     func unregister(_ partition: Int) {
         _ = feeds.withLock { $0.removeValue(forKey: partition) }
+        _ = down.withLock { $0.remove(partition) }
+    }
+
+    /// `partition`'s session is up again: whether every partition running here is.
+    func connected(_ partition: Int) -> Bool {
+        down.withLock {
+            $0.remove(partition)
+            return $0.isEmpty
+        }
+    }
+
+    func disconnected(_ partition: Int) {
+        _ = down.withLock { $0.insert(partition) }
     }
 
     /// The partition drains (everything it took is committed and published) and ends its
@@ -180,8 +196,12 @@ extension CoordinatorService {
             func start(_ k: Int, _ acquired: PostgresLease.Acquired, sentAt: ContinuousClock.Instant) {
                 logger.notice("took partition \(k), term \(acquired.term) (\(Self.howTaken(acquired.previous, first: "its first leader")))",
                               metadata: ["partition": "\(k)", "term": "\(acquired.term)"])
-                terms.state.withLock { $0.running[k] = acquired.term }
-                exporter.leading(term: acquired.term)
+                // The leader-term gauge says what the status and /healthz say: the sum.
+                let sum = terms.state.withLock {
+                    $0.running[k] = acquired.term
+                    return $0.running.values.reduce(0, +)
+                }
+                exporter.leading(term: sum)
                 announce()
                 group.addTask { [self] in
                     let end = await leadFenced(

@@ -63,7 +63,7 @@ extension CoordinatorService {
         // of its engine's storage (no copy on its first change). What was read is let go
         // once they are built.
         let engines: EngineSlots
-        var roomAccess: [String: Set<String>]
+        let roomAccess: [String: Set<String>]
         let holds: String
         do {
             let recovered = try await Recovery.read(configuration: configuration, store: store, now: recoveredAt)
@@ -76,11 +76,6 @@ extension CoordinatorService {
             exporter.storeFailed(.recover)
             logger.critical("cannot read the database", error: error, metadata: ["database": "\(store.location)"])
             throw error
-        }
-        if let shared {
-            // This partition's rooms only; the process read them all.
-            let partitioning = configuration.partitioning
-            roomAccess = roomAccess.mapValues { $0.filter { partitioning.partition(ofRoom: $0) == shared.partition } }.filter { !$0.value.isEmpty }
         }
         logger.info("database open", metadata: [
             "database": "\(store.location)", "epoch": "\(store.epoch)", "partitions": "\(partitions)", "holds": "\(holds)",
@@ -502,7 +497,8 @@ extension CoordinatorService {
                         connections += 1
                         // Online (health, the connected gauge, the status) only while every
                         // partition's session is up.
-                        let allUp = partitions.connected(partition)
+                        // With shared partitions, every partition this process leads.
+                        let allUp = partitions.connected(partition) && shared?.connected(partition) ?? true
                         connectionChanged(up: allUp, reconnect: connections > 1)
                         // The first is the connect() in lead, after which the status was published.
                         guard connections > 1 else { break }
@@ -519,6 +515,7 @@ extension CoordinatorService {
                         }
                     case .connection(.disconnected(let reason)):
                         partitions.disconnected(partition)
+                        shared?.disconnected(partition)
                         connectionChanged(up: false)
                         logger.warning("MQTT connection lost", metadata: ["reason": "\(reason)", "partition": "\(partition)"])
                     case .metricsTick:
@@ -583,8 +580,8 @@ extension CoordinatorService {
                 metrics.publishErrors += 1
                 // A packet the broker's max_packet_size refuses (MOSQ_ERR_OVERSIZE_PACKET)
                 // would leave a retained state behind for good: say so.
-                if error.isOversizePacket {
-                    logger.error("publication refused: \(p.payload.count) bytes is more than the broker's max_packet_size allows", metadata: ["topic": "\(p.topic)"])
+                if error.isOversizePacket, !oversizeReported.exchange(true, ordering: .relaxed) {
+                    logger.error("publication refused: \(p.payload.count) bytes is more than the broker's max_packet_size allows (said once; publishErrors counts every one)", metadata: ["topic": "\(p.topic)"])
                 } else {
                     logger.debug("publish failed", error: error, metadata: ["topic": "\(p.topic)"])
                 }

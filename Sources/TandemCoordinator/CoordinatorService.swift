@@ -34,6 +34,8 @@ public final class CoordinatorService: Service {
     let exporter: MetricsExporter
     /// Wall time for the wire, a monotonic tick for every deadline.
     let clock = CoordinatorClock()
+    /// A publication above the broker's packet limit was logged once (``send(_:via:metrics:)``).
+    let oversizeReported = Atomic<Bool>(false)
 
     public init(
         configuration: CoordinatorConfiguration, logger: Logger, health: HealthState? = nil,
