@@ -55,11 +55,18 @@ public final class MetricsExporter: Sendable {
         .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100), .milliseconds(250),
         .milliseconds(500), .seconds(1), .seconds(5),
     ]
-    public static let receiptBuckets: [Duration] = [
-        .milliseconds(1), .milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(35),
-        .milliseconds(50), .milliseconds(75), .milliseconds(100), .milliseconds(250), .milliseconds(500),
-        .seconds(1), .microseconds(2_500_000), .seconds(5), .seconds(10),
-    ]
+    public static let receiptBuckets: [Duration] = receiptBuckets(reorderWindowMs: 30)
+
+    /// The receipt buckets for a reorder window of `reorderWindowMs`: besides the coarse
+    /// ones, the window itself and 1, 2, 3, 5 and 10 ms above it, so that the
+    /// coordinator's own share of an applied event's latency (the commit, the wait for the
+    /// batch in flight, scheduling) reads straight off the histogram, at the resolution of
+    /// the millisecond tick: `histogram_quantile(0.99, ...)` minus the window.
+    public static func receiptBuckets(reorderWindowMs window: Millis) -> [Duration] {
+        let coarse: [Millis] = [1, 5, 10, 25, 35, 50, 75, 100, 250, 500, 1_000, 2_500, 5_000, 10_000]
+        let nearWindow = window > 0 ? [0, 1, 2, 3, 5, 10].map { window + $0 } : []
+        return Set(coarse + nearWindow).sorted().map { .milliseconds($0) }
+    }
     public static let batchBuckets: [Double] = [1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000]
 
     static let receiptKinds: [Receipt.Kind] = [.room, .dm, .workout]

@@ -8,6 +8,7 @@ import Logging
 import Prometheus
 import ServiceLifecycle
 import Synchronization
+import TandemCore
 
 /// The coordinator's HTTP endpoint (`--metrics-port`): `GET /metrics` in the Prometheus
 /// text format, `GET /healthz` (200 for the online leader or a ready standby, 503
@@ -242,10 +243,12 @@ private func sendBytes(_ fd: Int32, _ bytes: UnsafeRawPointer?, _ count: Int, _ 
 
 extension MetricsExporter {
     /// A swift-prometheus factory over `registry` with the coordinator's histogram
-    /// buckets (``commitBuckets``, ``receiptBuckets``, ``batchBuckets``).
-    public static func prometheusFactory(registry: PrometheusCollectorRegistry) -> PrometheusMetricsFactory {
+    /// buckets (``commitBuckets``, ``receiptBuckets(reorderWindowMs:)``, ``batchBuckets``).
+    public static func prometheusFactory(registry: PrometheusCollectorRegistry, reorderWindowMs: Millis = 30) -> PrometheusMetricsFactory {
         var factory = PrometheusMetricsFactory(registry: registry)
-        factory.durationHistogramBuckets = [Name.commitSeconds: commitBuckets, Name.receiptSeconds: receiptBuckets]
+        factory.durationHistogramBuckets = [
+            Name.commitSeconds: commitBuckets, Name.receiptSeconds: receiptBuckets(reorderWindowMs: reorderWindowMs),
+        ]
         factory.valueHistogramBuckets = [Name.batchSize: batchBuckets]
         return factory
     }

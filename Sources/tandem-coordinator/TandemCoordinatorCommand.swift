@@ -147,7 +147,7 @@ struct TandemCoordinatorCommand: AsyncParsableCommand {
             return
         }
         let registry = PrometheusCollectorRegistry()
-        let factory = MetricsExporter.prometheusFactory(registry: registry)
+        let factory = MetricsExporter.prometheusFactory(registry: registry, reorderWindowMs: settings.configuration.engine.reorderWindowMs)
         MetricsSystem.bootstrap(factory)
         let exporter = MetricsExporter(factory: factory)
         let health = HealthState(instanceId: settings.configuration.instanceId)

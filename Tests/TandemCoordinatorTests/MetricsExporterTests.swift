@@ -80,10 +80,24 @@ import TestSupport
         #expect(s[#"tandem_receipt_seconds_count{kind="dm"}"#] == 2)
         #expect(s[#"tandem_receipt_seconds_bucket{kind="dm",le="0.035"}"#] == 2)
         #expect(s[#"tandem_receipt_seconds_bucket{kind="dm",le="0.025"}"#] == 1)
+        // Buckets bracket the 30 ms window: 31 ms is 1 ms above it.
+        #expect(s[#"tandem_receipt_seconds_bucket{kind="dm",le="0.03"}"#] == 1)
+        #expect(s[#"tandem_receipt_seconds_bucket{kind="dm",le="0.031"}"#] == 2)
         #expect(s[#"tandem_store_errors_total{operation="commit"}"#] == 1)
         #expect(s[#"tandem_store_errors_total{operation="query"}"#] == 0)
         #expect(s["tandem_mqtt_reconnects_total"] == 1)
         #expect(s["tandem_mqtt_connected"] == 1)
+    }
+
+    @Test func receiptBucketsFollowTheReorderWindow() {
+        #expect(MetricsExporter.receiptBuckets(reorderWindowMs: 30).map { $0 / .milliseconds(1) } == [
+            1, 5, 10, 25, 30, 31, 32, 33, 35, 40, 50, 75, 100, 250, 500, 1_000, 2_500, 5_000, 10_000,
+        ])
+        let wide = MetricsExporter.receiptBuckets(reorderWindowMs: 100).map { $0 / .milliseconds(1) }
+        #expect(wide.contains(100) && wide.contains(101) && wide.contains(105) && wide.contains(110))
+        #expect(wide == wide.sorted() && Set(wide).count == wide.count)
+        // No window: the coarse buckets alone.
+        #expect(MetricsExporter.receiptBuckets(reorderWindowMs: 0).count == 14)
     }
 
     @Test func everyReceiptSaysWhatItAnswersAndWhenThatArrived() {
