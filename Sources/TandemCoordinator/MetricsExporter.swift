@@ -55,8 +55,6 @@ public final class MetricsExporter: Sendable {
         .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100), .milliseconds(250),
         .milliseconds(500), .seconds(1), .seconds(5),
     ]
-    public static let receiptBuckets: [Duration] = receiptBuckets(reorderWindowMs: 30)
-
     /// The receipt buckets for a reorder window of `reorderWindowMs`: besides the coarse
     /// ones, the window itself and 1, 2, 3, 5 and 10 ms above it, so that the
     /// coordinator's own share of an applied event's latency (the commit, the wait for the

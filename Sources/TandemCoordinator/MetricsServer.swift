@@ -9,6 +9,7 @@ import Prometheus
 import ServiceLifecycle
 import Synchronization
 import TandemCore
+import TandemEngine
 
 /// The coordinator's HTTP endpoint (`--metrics-port`): `GET /metrics` in the Prometheus
 /// text format, `GET /healthz` (200 for the online leader or a ready standby, 503
@@ -244,7 +245,7 @@ private func sendBytes(_ fd: Int32, _ bytes: UnsafeRawPointer?, _ count: Int, _ 
 extension MetricsExporter {
     /// A swift-prometheus factory over `registry` with the coordinator's histogram
     /// buckets (``commitBuckets``, ``receiptBuckets(reorderWindowMs:)``, ``batchBuckets``).
-    public static func prometheusFactory(registry: PrometheusCollectorRegistry, reorderWindowMs: Millis = 30) -> PrometheusMetricsFactory {
+    public static func prometheusFactory(registry: PrometheusCollectorRegistry, reorderWindowMs: Millis = EngineConfiguration().reorderWindowMs) -> PrometheusMetricsFactory {
         var factory = PrometheusMetricsFactory(registry: registry)
         factory.durationHistogramBuckets = [
             Name.commitSeconds: commitBuckets, Name.receiptSeconds: receiptBuckets(reorderWindowMs: reorderWindowMs),
