@@ -161,9 +161,11 @@ extension CoordinatorService {
                 health.role = .standby
                 exporter.stoppedLeading(lost: false)
             } else {
+                // The leader-term gauge says what the status and /healthz say: the sum.
                 let sum = running.values.reduce(0, +)
                 announcer.announce(.leader(term: sum, partitions: running.keys.sorted()))
                 health.role = .leader(term: sum, online: true)
+                exporter.leads(termSum: sum)
             }
         }
 
@@ -196,12 +198,8 @@ extension CoordinatorService {
             func start(_ k: Int, _ acquired: PostgresLease.Acquired, sentAt: ContinuousClock.Instant) {
                 logger.notice("took partition \(k), term \(acquired.term) (\(Self.howTaken(acquired.previous, first: "its first leader")))",
                               metadata: ["partition": "\(k)", "term": "\(acquired.term)"])
-                // The leader-term gauge says what the status and /healthz say: the sum.
-                let sum = terms.state.withLock {
-                    $0.running[k] = acquired.term
-                    return $0.running.values.reduce(0, +)
-                }
-                exporter.leading(term: sum)
+                terms.state.withLock { $0.running[k] = acquired.term }
+                exporter.termStarted()
                 announce()
                 group.addTask { [self] in
                     let end = await leadFenced(
@@ -217,9 +215,11 @@ extension CoordinatorService {
                             logger.warning("could not release partition \(k)'s lease of term \(acquired.term) (another process takes it when it runs out): \(error)")
                         }
                     case .leaseLost(let reason):
+                        exporter.termLost()
                         logger.error("lost the lease of partition \(k), term \(acquired.term): \(reason). Stopped its processing and publishing, dropped its session's connection.", metadata: ["partition": "\(k)"])
                         try? await leases[k].release(term: acquired.term)
                     case .retry(let reason):
+                        exporter.termLost()
                         logger.error("gave up partition \(k)'s term \(acquired.term): \(reason)", metadata: ["partition": "\(k)"])
                         try? await leases[k].release(term: acquired.term)
                     case .failed(let error):

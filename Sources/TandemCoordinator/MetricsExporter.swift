@@ -290,15 +290,34 @@ public final class MetricsExporter: Sendable {
 
     /// This process began to lead under `term` (on SQLite: term 0, once).
     public func leading(term: Int64) {
-        termsStarted.increment()
-        leaderTerm.record(term)
-        leader.record(1)
+        termStarted()
+        leads(termSum: term)
     }
 
     /// This process stopped leading: `lost` when its lease was gone (not a shutdown).
     public func stoppedLeading(lost: Bool) {
         leader.record(0)
-        if lost { leasesLost.increment() }
+        if lost { termLost() }
+    }
+
+    // With shared partitions each partition's term starts and ends on its own, and the
+    // gauges follow what the process leads as a whole.
+
+    /// One more term began here (one partition's, with shared partitions).
+    public func termStarted() {
+        termsStarted.increment()
+    }
+
+    /// This process leads, under `termSum`: the sum of the terms of the partitions it
+    /// leads, as its status and `/healthz` say.
+    public func leads(termSum: Int64) {
+        leaderTerm.record(termSum)
+        leader.record(1)
+    }
+
+    /// A term ended without a shutdown: its lease ran out or was taken.
+    public func termLost() {
+        leasesLost.increment()
     }
 
     static func nanoseconds(_ duration: Duration) -> Int64 {

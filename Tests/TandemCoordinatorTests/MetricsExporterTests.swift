@@ -89,6 +89,26 @@ import TestSupport
         #expect(s["tandem_mqtt_connected"] == 1)
     }
 
+    @Test func sharedPartitionsCountEachTermAndShowTheSumOfThoseLed() {
+        let (exporter, registry) = exporter()
+        // Partition 0 at term 3, then partition 2 at term 4: two terms, the gauge the sum.
+        exporter.termStarted()
+        exporter.leads(termSum: 3)
+        exporter.termStarted()
+        exporter.leads(termSum: 7)
+        // Partition 0's lease is lost: one term lost, the gauge what is still led.
+        exporter.termLost()
+        exporter.leads(termSum: 4)
+        let s = samples(registry)
+        #expect(s["tandem_terms_started_total"] == 2)
+        #expect(s["tandem_leases_lost_total"] == 1)
+        #expect(s["tandem_leader_term"] == 4)
+        #expect(s["tandem_leader"] == 1)
+        exporter.stoppedLeading(lost: false)
+        #expect(samples(registry)["tandem_leader"] == 0)
+        #expect(samples(registry)["tandem_leases_lost_total"] == 1)
+    }
+
     @Test func receiptBucketsFollowTheReorderWindow() {
         #expect(MetricsExporter.receiptBuckets(reorderWindowMs: 30).map { $0 / .milliseconds(1) } == [
             1, 5, 10, 25, 30, 31, 32, 33, 35, 40, 50, 75, 100, 250, 500, 1_000, 2_500, 5_000, 10_000,
