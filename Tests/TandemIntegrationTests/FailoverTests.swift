@@ -25,7 +25,10 @@ import TestSupport
     static func stopAll(_ cluster: CoordinatorCluster) async {
         let codes = await cluster.stopAll()
         for (instance, code) in codes {
-            #expect(code == 0, "\(instance) exited with \(code.map(String.init) ?? "nothing (still running)"):\n\(cluster.currentLog(instance).suffix(2000))")
+            // One that is still running: where its threads wait (seen once, after every
+            // partition was released, before the process said it stopped).
+            let stacks = code == nil ? "\nits threads:\n\(await cluster.stacks(instance).suffix(6000))" : ""
+            #expect(code == 0, "\(instance) exited with \(code.map(String.init) ?? "nothing (still running)"):\n\(cluster.currentLog(instance).suffix(2000))\(stacks)")
         }
     }
 
