@@ -139,16 +139,19 @@ extension ClientCore {
     /// this lock (``removeSubscription(_:)``). Yielding under the lock deadlocked the two
     /// (seen once in a full test run: a TestPeer's close hung with a message arriving).
     func deliver(_ message: MQTTMessage) {
+        // One array, built in one pass: this runs for every inbound message.
         let targets = state.withLock { s in
-            s.subscriptions.values
-                .filter { $0.filters.contains(where: { LibMosquitto.topicMatches(filter: $0, topic: message.topic) }) }
-                .map { ($0.deliver, $0.continuation) }
+            var targets: [SubscriptionEntry] = []
+            for entry in s.subscriptions.values where entry.filters.contains(where: { LibMosquitto.topicMatches(filter: $0, topic: message.topic) }) {
+                targets.append(entry)
+            }
+            return targets
         }
-        for (deliver, continuation) in targets {
-            if let deliver {
+        for target in targets {
+            if let deliver = target.deliver {
                 deliver(message)
             } else {
-                continuation.yield(message)
+                target.continuation.yield(message)
             }
         }
     }
