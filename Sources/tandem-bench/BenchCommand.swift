@@ -110,6 +110,7 @@ struct BenchCommand: AsyncParsableCommand {
             try Sampler(path: $0, intervalSeconds: sampleSeconds, watch: watch, coordinatorPid: coordinatorPid)
         }
         var runs: [RunReport] = []
+        var acceptsAll: Set<String> = []
         var findMaxResults: [String: BenchReport.FindMaxResult] = [:]
         var best: [String: RunReport] = [:]
         for name in names {
@@ -127,9 +128,15 @@ struct BenchCommand: AsyncParsableCommand {
             case .dm: DMScenario(options: options)
             case .telemetry, .all, .chat: TelemetryScenario(options: options)
             }
+            if s.everyEventAccepted { acceptsAll.insert(s.name) }
             let tracker = Tracker()
             try await s.connect(tracker: tracker)
-            await runner.unmeasured(s.setup(), scenario: s, tracker: tracker, label: "setup")
+            let refused = await runner.unmeasured(s.setup(), scenario: s, tracker: tracker, label: "setup")
+            guard refused.isEmpty else {
+                FileHandleOutput.warn(setupRefusal(refused, scenario: s.name))
+                await s.close()
+                throw ExitCode(2)
+            }
             var seq = 0
             if findMax && s.fixedRate == nil {
                 var steps: [RunReport] = []
@@ -167,5 +174,11 @@ struct BenchCommand: AsyncParsableCommand {
         let report = BenchReport(machine: BenchReport.machine(), runs: runs, findMax: findMax ? findMaxResults : nil, ratios: ratios)
         print(json ? report.json() : report.table(), terminator: json ? "\n" : "")
         if runs.contains(where: { $0.unanswered > 0 }) { throw ExitCode(2) }
+        // A scenario whose every event should be accepted, with refusals: its figures
+        // describe a smaller load than the one it offered.
+        for r in runs where acceptsAll.contains(r.scenario) && r.rejected > 0 {
+            FileHandleOutput.warn("\(r.scenario): \(r.rejected) events refused (\(r.rejectionCodes.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))) where every one should be accepted: the figures above do not describe the load offered")
+            throw ExitCode(2)
+        }
     }
 }

@@ -29,6 +29,9 @@ final class RoomsScenario: Scenario {
     }
 
     var roomCount: Int { layout == .contended ? 1 : options.rooms }
+    /// Each sticker has one client that acquires, updates and releases it: nothing is
+    /// refused unless the setup was incomplete or the coordinator misjudged.
+    var everyEventAccepted: Bool { layout == .owned }
     var shape: [String: Int] { ["clients": options.clients, "rooms": roomCount, "stickersPerRoom": options.stickers] }
 
     func roomId(_ r: Int) -> String { layout == .contended ? "bench-contended" : "bench-room-\(r)" }

@@ -10,8 +10,11 @@ struct Runner {
     var brokerPid: Int32?
     var showProgress: Bool
 
-    /// Sends unmeasured messages (setup, teardown) at `setupRate` and waits for their receipts.
-    func unmeasured(_ batches: [[Outgoing]], scenario: any Scenario, tracker: Tracker, label: String) async {
+    /// Sends unmeasured messages (setup, teardown) at `setupRate` and waits for their
+    /// receipts. Returns the refusals whose code is not in ``setupCodesTolerated``.
+    @discardableResult
+    func unmeasured(_ batches: [[Outgoing]], scenario: any Scenario, tracker: Tracker, label: String) async -> [String: Int] {
+        var refused: [String: Int] = [:]
         for (n, batch) in batches.enumerated() where !batch.isEmpty {
             tracker.reset()
             let start = monotonicNanos()
@@ -33,9 +36,13 @@ struct Runner {
             if tracker.unanswered > 0 {
                 FileHandleOutput.warn("\(scenario.name) \(label): \(tracker.unanswered) messages without a receipt")
             }
+            for (code, count) in tracker.rejectionCodes where !setupCodesTolerated.contains(code) {
+                refused[code, default: 0] += count
+            }
         }
         if showProgress { FileHandleOutput.endProgress() }
         tracker.reset()
+        return refused
     }
 
     /// One measured run at `rate` events/s.

@@ -145,6 +145,9 @@ final class Tracker: Sendable {
         }
     }
 
+    /// The refusals since the last ``reset()``, by code.
+    var rejectionCodes: [String: Int] { state.withLock { $0.tally.rejectionCodes } }
+
     /// Clears the counters (after setup) but keeps the targets.
     func reset() {
         state.withLock { s in
