@@ -22,6 +22,11 @@ public struct CoordinatorConfiguration: Sendable {
     public var databasePath = "./data/tandem.sqlite"
     /// How often `coordinator/metrics` is published.
     public var metricsIntervalMs: Millis = 5_000
+    /// At load, the least time between two turns of a pipeline's thread (``PollLoop``):
+    /// what arrives meanwhile is read, decided, committed and published in one turn, one
+    /// thread switch for all of it. It adds at most this much to an answer; an idle
+    /// pipeline answers at once. Zero: a turn for every packet.
+    public var turnSpacing: Duration = .milliseconds(1)
     /// The rules the engine applies (windows, leases, limits, retention); each is also
     /// read and set here by its own name (`configuration.reorderWindowMs`).
     public var engine = EngineConfiguration()

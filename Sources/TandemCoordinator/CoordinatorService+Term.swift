@@ -48,9 +48,12 @@ extension CoordinatorService {
     /// `shared`: on a database whose partitions processes share, the one partition this
     /// term leads (`store` and `fence` are that partition's) and what the process's
     /// partitions share (``SharedPartitions``); nil: this term leads every partition.
+    /// `firstLoop`: the first partition's ``PollLoop`` when the caller made it (SQLite's
+    /// writer runs on it); the others, and every one without it, are made here and
+    /// stopped at the term's end.
     func lead(
         store: any CoordinatorStore, term: Int64, fence: LeaseFence?, checkpointer: WALCheckpointer? = nil,
-        shared: (partition: Int, partitions: SharedPartitions)? = nil
+        shared: (partition: Int, partitions: SharedPartitions)? = nil, firstLoop: PollLoop? = nil
     ) async throws -> TermEnd {
         let startedAt = WallClock.now()
         let count = configuration.partitioning.count
@@ -83,9 +86,17 @@ extension CoordinatorService {
 
         var gate: (@Sendable () -> Bool)?
         if let fence { gate = { fence.holds } }
+        // One thread per partition does all of its pipeline's work: its session's socket,
+        // its timers, its steps and (SQLite) its commits.
+        let loops = partitions.enumerated().map { index, partition in
+            index == 0 ? firstLoop ?? PollLoop(name: "pipeline-p\(partition)", turnSpacing: configuration.turnSpacing)
+                : PollLoop(name: "pipeline-p\(partition)", turnSpacing: configuration.turnSpacing)
+        }
+        let ownLoops = firstLoop == nil ? loops : Array(loops.dropFirst())
+        defer { for loop in ownLoops { loop.stop() } }
         // One persistent session per partition, each taking every inbound message and
         // keeping what hashes to it; each with a will, so that one cut off says offline.
-        let clients = try partitions.map { partition in
+        let clients = try partitions.enumerated().map { index, partition in
             try MQTTClient(
                 configuration: MQTTConfiguration(
                     host: configuration.host,
@@ -106,6 +117,7 @@ extension CoordinatorService {
                     tls: configuration.tls,
                     gate: gate
                 ),
+                loop: loops[index],
                 logger: logger
             )
         }
@@ -215,7 +227,8 @@ extension CoordinatorService {
             for (index, partition) in partitions.enumerated() {
                 let client = clients[index]
                 let stream = streams[index]
-                running.addTask { [self] in
+                // On the partition's own thread: the loop that reads its session.
+                running.addTask(executorPreference: loops[index]) { [self] in
                     do {
                         var engine = engines.take(index)
                         if let knownUsers { engine.setKnownUsers(knownUsers) }
@@ -225,7 +238,7 @@ extension CoordinatorService {
                         engine.startRepublishing(now: clock.tick())
                         var loop = LeaderLoop(engine: consume engine, leaseDeadline: fence.map { clock.tick(at: $0.deadline) })
                         return .success(try await pipeline(
-                            partition: partition, group: group, loop: &loop, client: client, store: store, reader: reader,
+                            partition: partition, group: group, loop: &loop, thread: loops[index], client: client, store: store, reader: reader,
                             inputs: stream.stream, feed: stream.continuation, startedAt: startedAt, term: term, fence: fence,
                             checkpointer: index == 0 ? checkpointer : nil, access: access, knownUsers: knownUsers, shared: shared?.partitions))
                     } catch {
@@ -308,7 +321,7 @@ extension CoordinatorService {
     /// Feeds the ``LeaderLoop`` what happens and carries out what it answers, until it
     /// stops. Throws a commit's error (the process stops).
     private func pipeline(
-        partition: Int, group partitions: PartitionGroup, loop: inout LeaderLoop, client: MQTTClient, store: any CoordinatorStore, reader: any CoordinatorStore,
+        partition: Int, group partitions: PartitionGroup, loop: inout LeaderLoop, thread: PollLoop, client: MQTTClient, store: any CoordinatorStore, reader: any CoordinatorStore,
         inputs: AsyncStream<Input>, feed: AsyncStream<Input>.Continuation, startedAt: Millis, term: Int64,
         fence: LeaseFence?, checkpointer: WALCheckpointer?, access: BrokerAccessAdmin?, knownUsers: Set<String>?, shared: SharedPartitions?
     ) async throws -> TermEnd {
@@ -389,7 +402,7 @@ extension CoordinatorService {
                 for task in accessTasks { task.cancel() }
             }
 
-            let timer = DeadlineTimer(feed: feed, clock: clock)
+            let timer = DeadlineTimer(feed: feed, clock: clock, loop: thread)
             var connections = 0
             var inFlight: CommitInFlight?
             var commitError: (any Error)?
@@ -411,7 +424,8 @@ extension CoordinatorService {
                     case .commit(let commit):
                         let batch = commit.batch
                         let grants = commit.access
-                        let task = Task { [self] () -> (any Error)? in
+                        // On the pipeline's thread (where SQLite's writer also runs).
+                        let task = Task(executorPreference: thread) { [self] () -> (any Error)? in
                             do {
                                 try await store.commit(batch)
                                 // Read rights change before the step is published: an

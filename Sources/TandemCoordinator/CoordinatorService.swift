@@ -77,12 +77,18 @@ public final class CoordinatorService: Service {
         let owner: DatabaseOwnerLock
         let store: TandemStore
         let checkpointer: TandemStore
+        let pipelineLoop = PollLoop(name: "pipeline-p0", turnSpacing: configuration.turnSpacing)
+        defer { pipelineLoop.stop() }
         do {
             owner = try DatabaseOwnerLock.acquire(path: path)
             // Commits never checkpoint the WAL themselves: a connection of its own does,
             // beside them (off the hot path), and the writer only starts the WAL over
             // between two commits (WALCheckpointer).
-            store = try TandemStore.open(path: path, checkpoints: .separate)
+            // The writer runs on the first partition's pipeline thread: a commit is a
+            // call on the thread that decided it, not two thread switches; a commit that
+            // finds another connection's write lock waits as a sleeping task, so the
+            // thread goes on reading the broker (docs/ARCHITECTURE.md, "Concurrency").
+            store = try TandemStore.open(path: path, checkpoints: .separate, executor: pipelineLoop)
             // Fixed with the database: refused, before the broker is touched, if it differs.
             try await store.fixPartitions(configuration.partitioning.count)
             checkpointer = try TandemStore.openCheckpointer(path: path)
@@ -95,7 +101,7 @@ public final class CoordinatorService: Service {
         announcer.announce(.leader(term: 0, partitions: Array(0..<configuration.partitioning.count)))
         defer { withExtendedLifetime(owner) {} }
         do {
-            _ = try await lead(store: store, term: 0, fence: nil, checkpointer: WALCheckpointer(writer: store, checkpointer: checkpointer))
+            _ = try await lead(store: store, term: 0, fence: nil, checkpointer: WALCheckpointer(writer: store, checkpointer: checkpointer), firstLoop: pipelineLoop)
         } catch {
             await checkpointer.close()
             await announcer.stop()
@@ -280,14 +286,19 @@ public final class CoordinatorService: Service {
 /// throttled snapshot), on the monotonic tick: a wall clock stepped by an hour neither
 /// delays a wake-up nor brings one forward. Only an earlier deadline than the one
 /// pending schedules anew.
+///
+/// The wake is a timer of the pipeline's ``PollLoop``: it fires on the pipeline's own
+/// thread, in the turn that also reads the sockets, with no thread of its own.
 final class DeadlineTimer: Sendable {
     let feed: AsyncStream<CoordinatorService.Input>.Continuation
     let clock: CoordinatorClock
+    let loop: PollLoop
     let pending = Mutex<Millis?>(nil)
 
-    init(feed: AsyncStream<CoordinatorService.Input>.Continuation, clock: CoordinatorClock) {
+    init(feed: AsyncStream<CoordinatorService.Input>.Continuation, clock: CoordinatorClock, loop: PollLoop) {
         self.feed = feed
         self.clock = clock
+        self.loop = loop
     }
 
     func schedule(at deadline: Millis) {
@@ -297,11 +308,10 @@ final class DeadlineTimer: Sendable {
             return true
         }
         guard needed else { return }
-        Task { [self] in
-            let delay = clock.duration(until: deadline)
-            if delay > .zero { try? await Task.sleep(for: delay) }
-            self.pending.withLock { if $0 == deadline { $0 = nil } }
-            self.feed.yield(.tick)
+        let delay = clock.duration(until: deadline)
+        loop.schedule(at: .now + max(delay, .zero)) { [self] in
+            pending.withLock { if $0 == deadline { $0 = nil } }
+            feed.yield(.tick)
         }
     }
 }

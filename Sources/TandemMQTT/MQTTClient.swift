@@ -31,9 +31,13 @@ public final class MQTTClient: Sendable {
     /// Connection events (connected, disconnected with the reason), newest kept.
     public var events: AsyncStream<MQTTConnectionEvent> { core.events }
 
-    public init(configuration: MQTTConfiguration, logger: Logger = Logger(label: "tandem.mqtt")) throws(MQTTError) {
+    /// `loop`: the ``PollLoop`` that drives this session's socket once it is connected
+    /// (its callbacks and `deliver` run on that loop's thread, with whatever else runs
+    /// there); nil: a thread of the client's own polls it. Connecting and reconnecting
+    /// are on the client's own thread either way.
+    public init(configuration: MQTTConfiguration, loop: PollLoop? = nil, logger: Logger = Logger(label: "tandem.mqtt")) throws(MQTTError) {
         self.configuration = configuration
-        self.core = try ClientCore(configuration: configuration, logger: logger)
+        self.core = try ClientCore(configuration: configuration, loop: loop, logger: logger)
     }
 
     deinit {
@@ -129,6 +133,14 @@ final class ClientCore: @unchecked Sendable {
     let wakeFD: Int32
     let wakePending = Atomic<Bool>(false)
     let loopFinished = DispatchSemaphore(value: 0)
+    /// The loop that drives the connected socket; nil: ``runLoop()`` polls it itself.
+    let loop: PollLoop?
+    /// Signalled by the loop when it lets go of the socket (``loopFailed(_:)``).
+    let handedBack = DispatchSemaphore(value: 0)
+    /// The code the loop handed the socket back with (loop thread writes, then signals).
+    let handBackCode = Atomic<Int32>(0)
+    /// Loop-thread-only: the last failed read or write's code.
+    var lastDriveCode: Int32 = 0
 
     struct State {
         enum Phase { case idle, running, stopping, stopped }
@@ -179,9 +191,10 @@ final class ClientCore: @unchecked Sendable {
         var continuation: CheckedContinuation<Void, any Error>?
     }
 
-    init(configuration: MQTTConfiguration, logger: Logger) throws(MQTTError) {
+    init(configuration: MQTTConfiguration, loop: PollLoop?, logger: Logger) throws(MQTTError) {
         _ = LibMosquitto.initialised
         self.configuration = configuration
+        self.loop = loop
         self.logger = logger
         (events, eventsContinuation) = AsyncStream.makeStream(of: MQTTConnectionEvent.self, bufferingPolicy: .bufferingNewest(64))
         let fd = eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC))
@@ -267,6 +280,7 @@ final class ClientCore: @unchecked Sendable {
         }
         if first { logger.warning("MQTT connection \(configuration.clientId) cut off: \(reason)") }
         shutSocket()
+        loop?.detach(self)
         wake.signal()
     }
 
@@ -358,8 +372,19 @@ final class ClientCore: @unchecked Sendable {
                     continue
                 }
             }
-            // With a gate, wake up often enough to notice it closing.
-            let rc = loopOnce(timeout: configuration.gate == nil ? 1000 : 100)
+            let rc: Int32
+            if let loop {
+                // The loop drives the socket until a read or write fails, the gate
+                // closes or we stop; then it is ours again.
+                loop.attach(self)
+                handedBack.wait()
+                rc = handBackCode.load(ordering: .acquiring)
+                // Handed back to stop, cut off or for the gate: the checks at the top decide.
+                if rc == MOSQ_ERR_SUCCESS.rawValue { continue }
+            } else {
+                // With a gate, wake up often enough to notice it closing.
+                rc = loopOnce(timeout: configuration.gate == nil ? 1000 : 100)
+            }
             if rc == MOSQ_ERR_TLS.rawValue, failTLSForGood() {
                 socketOpen = false
                 break
@@ -438,10 +463,59 @@ final class ClientCore: @unchecked Sendable {
         return mosquitto_loop_misc(mosq)
     }
 
+    // MARK: Driven by a PollLoop (on its thread)
+
+    /// Reads what the socket holds, packet after packet (libmosquitto reads at most as
+    /// many as it has QoS 1 messages in flight per call), up to a bound per turn.
+    func driveRead() -> Int32 {
+        var sock = mosquitto_socket(mosq)
+        for _ in 0..<4096 {
+            errno = 0
+            let rc = mosquitto_loop_read(mosq, 1)
+            sock = mosquitto_socket(mosq)
+            if rc != MOSQ_ERR_SUCCESS.rawValue || sock < 0 {
+                lastDriveCode = rc == MOSQ_ERR_SUCCESS.rawValue ? MOSQ_ERR_CONN_LOST.rawValue : rc
+                return lastDriveCode
+            }
+            var pending: Int32 = 0
+            guard ioctl(sock, UInt(FIONREAD), &pending) == 0, pending > 0 else { break }
+        }
+        return MOSQ_ERR_SUCCESS.rawValue
+    }
+
+    /// Writes every packet queued (one write each, as libmosquitto does).
+    func driveWrite() -> Int32 {
+        guard mosquitto_want_write(mosq) else { return MOSQ_ERR_SUCCESS.rawValue }
+        let rc = mosquitto_loop_write(mosq, 1)
+        if rc != MOSQ_ERR_SUCCESS.rawValue || mosquitto_socket(mosq) < 0 {
+            lastDriveCode = rc == MOSQ_ERR_SUCCESS.rawValue ? MOSQ_ERR_CONN_LOST.rawValue : rc
+            return lastDriveCode
+        }
+        return MOSQ_ERR_SUCCESS.rawValue
+    }
+
+    /// Whether the client was cut off, stopped or its gate closed: the loop hands the
+    /// socket back so that this client's thread acts on it.
+    var gateClosed: Bool {
+        state.withLock { s in s.phase != .running || closedReason(&s) != nil }
+    }
+
+    /// The loop lets go of the socket: `rc` is a failed read's or write's code, or
+    /// success when it was asked to (or the client is stopping).
+    func loopFailed(_ rc: Int32) {
+        lastDriveCode = 0
+        handBackCode.store(rc, ordering: .releasing)
+        handedBack.signal()
+    }
+
     /// Wakes the loop thread after this thread queued a packet with libmosquitto, so
     /// that it is written now rather than at the next timeout. Cheap when the loop has
     /// not yet taken the previous kick.
     func kick() {
+        if let loop {
+            loop.wakeUp()
+            return
+        }
         guard !wakePending.exchange(true, ordering: .sequentiallyConsistent) else { return }
         var one: UInt64 = 1
         _ = Glibc.write(wakeFD, &one, MemoryLayout<UInt64>.size)
@@ -714,6 +788,7 @@ final class ClientCore: @unchecked Sendable {
         }
         _ = mosquitto_disconnect_v5(mosq, 0, nil)
         kick()
+        loop?.detach(self)
         wake.signal()
         await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
             let thread = Thread { [self] in
@@ -734,8 +809,11 @@ final class ClientCore: @unchecked Sendable {
         if running {
             _ = mosquitto_disconnect_v5(mosq, 0, nil)
             kick()
+            loop?.detach(self)
             wake.signal()
-            loopFinished.wait()
+            // On the loop's own thread, waiting would stop the loop that must hand the
+            // socket back: the client's thread ends on its own.
+            if loop?.isOnLoopThread != true { loopFinished.wait() }
         }
         eventsContinuation.finish()
     }

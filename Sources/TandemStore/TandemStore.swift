@@ -16,9 +16,12 @@ public actor TandemStore {
     public nonisolated let createdAt: Millis
     public nonisolated let path: String
     private let connection: SQLiteConnection
-    private let executor: QueueExecutor
+    private let executor: any SerialExecutor
     /// The connection's busy timeout, as opened.
     private let busyTimeoutMs: Int32
+    /// On an executor of the caller's: waits for the write lock as a sleeping task, not
+    /// in SQLite's busy handler (``commit(_:)``).
+    private let yieldsWhileBusy: Bool
 
     public nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
 
@@ -31,10 +34,15 @@ public actor TandemStore {
     /// `checkpoints`: `.automatic` lets a commit checkpoint the WAL when it has grown
     /// (SQLite's default); `.separate` leaves that to a checkpointer
     /// (``openCheckpointer(path:)``), so that no commit ever waits for one.
+    ///
+    /// `executor`: where the store's work runs; nil: a serial dispatch queue of its own.
+    /// The coordinator's writer runs on its pipeline's own thread (a `PollLoop`), so that
+    /// a commit is a call on the thread that asked for it, not two thread switches.
     public static func open(
-        path: String, synchronous: SQLiteConnection.Synchronous = .normal, checkpoints: Checkpoints = .automatic
+        path: String, synchronous: SQLiteConnection.Synchronous = .normal, checkpoints: Checkpoints = .automatic,
+        executor: (any SerialExecutor)? = nil
     ) throws -> TandemStore {
-        try TandemStore(path: path, migrations: migrations, options: writerOptions(synchronous: synchronous, checkpoints: checkpoints))
+        try TandemStore(path: path, migrations: migrations, options: writerOptions(synchronous: synchronous, checkpoints: checkpoints), executor: executor)
     }
 
     static func writerOptions(synchronous: SQLiteConnection.Synchronous, checkpoints: Checkpoints) -> SQLiteConnection.Options {
@@ -93,7 +101,7 @@ public actor TandemStore {
         try TandemStore(path: path, migrations: migrations, options: options)
     }
 
-    private init(path: String, migrations: [Migration]?, options: SQLiteConnection.Options) throws {
+    private init(path: String, migrations: [Migration]?, options: SQLiteConnection.Options, executor: (any SerialExecutor)? = nil) throws {
         let connection: SQLiteConnection
         let values: [String: String]
         do {
@@ -117,7 +125,10 @@ public actor TandemStore {
         self.path = path
         self.connection = connection
         self.busyTimeoutMs = options.busyTimeoutMilliseconds
-        self.executor = QueueExecutor(label: "tandem.store \(options.readOnly ? "reader" : "writer") \(path)")
+        self.executor = executor ?? QueueExecutor(label: "tandem.store \(options.readOnly ? "reader" : "writer") \(path)")
+        // On the caller's thread: never block it on another connection's lock.
+        yieldsWhileBusy = executor != nil
+        if yieldsWhileBusy { try connection.setBusyTimeout(0) }
     }
 
     /// The database's number of partitions, recorded with it at its creation: `configured`
@@ -148,8 +159,29 @@ public actor TandemStore {
     /// Writes everything of one coordinator batch in one transaction: all of it or none.
     /// See `StoreBatch` for the order. Seen ids already present keep their first time;
     /// entities and logbook rows are upserts; a message seq written twice fails the batch.
-    public func commit(_ batch: StoreBatch) throws {
+    ///
+    /// A store on an executor of the caller's (``open(path:synchronous:checkpoints:executor:)``)
+    /// does not wait for another connection's write lock on its thread, which also reads
+    /// the broker: its busy timeout is zero, and a commit that finds the lock taken
+    /// sleeps as a task (1, 2, 4 ... 50 ms) and tries again, the thread free meanwhile,
+    /// until the busy timeout it was opened with has passed.
+    public func commit(_ batch: StoreBatch) async throws {
         guard !batch.isEmpty else { return }
+        guard yieldsWhileBusy else { return try write(batch) }
+        var waitedMs: Int32 = 0
+        var delayMs: Int32 = 1
+        while true {
+            do {
+                return try write(batch)
+            } catch let error as SQLiteError where error.code == .busy && !connection.isInTransaction && waitedMs < busyTimeoutMs {
+                try? await Task.sleep(for: .milliseconds(Int(delayMs)))
+                waitedMs += delayMs
+                delayMs = min(delayMs * 2, 50)
+            }
+        }
+    }
+
+    private func write(_ batch: StoreBatch) throws {
         try connection.transaction { db in
             if let forget = batch.forgetSeenIds {
                 try db.run(Self.forgetSeenIds, [.integer(forget.before), .integer(Int64(forget.limit))])
@@ -275,9 +307,12 @@ public actor TandemStore {
     /// own executor, the restart runs between two commits at once and the next commit
     /// starts right after it. Commits queued meanwhile wait for the tail's copy, the
     /// syncs and the readers: milliseconds, bounded by `waitingAtMostMs`.
+    ///
+    /// On an executor of the caller's the restart does not wait at all: readers still on
+    /// older frames make it return false at once, and the next try comes a few passes later.
     public func restartWAL(waitingAtMostMs: Int32 = 1_000) throws -> Bool {
-        try connection.setBusyTimeout(waitingAtMostMs)
-        defer { try? connection.setBusyTimeout(busyTimeoutMs) }
+        try connection.setBusyTimeout(yieldsWhileBusy ? 0 : waitingAtMostMs)
+        defer { try? connection.setBusyTimeout(yieldsWhileBusy ? 0 : busyTimeoutMs) }
         // (busy, log, checkpointed): busy 1 when someone held on past the timeout.
         let busy = try connection.queryOne("PRAGMA wal_checkpoint(RESTART)") { $0.int64(0) } ?? 1
         return busy == 0

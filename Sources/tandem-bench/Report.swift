@@ -125,6 +125,14 @@ struct BenchReport: Codable {
         for r in runs {
             if let b = r.broker { out += "\(r.scenario): broker CPU \(String(format: "%.0f", b.cpuPercent))%, RSS \(String(format: "%.1f", b.rssMB)) MB\n" }
         }
+        // What each event cost each process (with the relay: each message relayed).
+        for r in runs {
+            if let c = r.coordinator, r.scenario != "relay" { out += "\(r.scenario) cost, coordinator: \(c.costLine)\n" }
+            if let b = r.broker { out += "\(r.scenario) cost, broker: \(b.costLine)\n" }
+            if let c = r.coordinator, let b = r.broker, r.scenario != "relay", b.cpuMicrosPerEvent > 0 {
+                out += "\(r.scenario) cost, coordinator over broker: CPU x\(String(format: "%.2f", c.cpuMicrosPerEvent / b.cpuMicrosPerEvent))\n"
+            }
+        }
         for (name, ratio) in ratios.sorted(by: { $0.key < $1.key }) {
             out += "\(name) vs relay: achieved rate x\(String(format: "%.2f", ratio.achievedRateOverRelay)), receipt p50 +\(ms(UInt64(max(0, ratio.receiptP50OverRelayMicros)))) ms, p99 +\(ms(UInt64(max(0, ratio.receiptP99OverRelayMicros)))) ms over the relay's\n"
         }

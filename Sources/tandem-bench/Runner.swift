@@ -104,8 +104,8 @@ struct Runner {
             snapshotsPerSecond: Double(tally.snapshots) / (Double(end - start) / 1e9),
             snapshotBytesPerSecond: Double(tally.snapshotBytes) / (Double(end - start) / 1e9),
             deliveredBytesPerEvent: tally.sent > 0 ? Double(tally.deliveredBytes) / Double(tally.sent) : 0,
-            coordinator: ProcessFigures(pid: coordinatorPid, from: coordinatorStart, to: coordinatorEnd),
-            broker: ProcessFigures(pid: brokerPid, from: brokerStart, to: brokerEnd),
+            coordinator: ProcessFigures(pid: coordinatorPid, from: coordinatorStart, to: coordinatorEnd, events: tally.sent),
+            broker: ProcessFigures(pid: brokerPid, from: brokerStart, to: brokerEnd, events: tally.sent),
             sustainable: false)
         report.sustainable = unanswered == 0 && achieved >= 0.95 * rate
             && (scenario.fixedRate != nil ? tally.rejected == 0 : receipt.p99 <= p99LimitMicros)

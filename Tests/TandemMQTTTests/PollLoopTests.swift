@@ -1,0 +1,147 @@
+import Foundation
+import Synchronization
+import Testing
+import TestSupport
+@testable import TandemMQTT
+
+/// The loop that runs a consumer's tasks, its timers and its sessions' sockets on one
+/// thread, against a real mosquitto.
+@Suite(.serialized) struct PollLoopTests {
+    func client(_ broker: MosquittoBroker, loop: PollLoop?, id: String = "loop-\(UInt32.random(in: 0...UInt32.max))",
+                session: MQTTConfiguration.Session = .cleanStart) throws -> MQTTClient {
+        try MQTTClient(configuration: MQTTConfiguration(
+            host: broker.host, port: broker.port, clientId: id, session: session, reconnectDelay: 0.1, reconnectDelayMax: 0.3), loop: loop)
+    }
+
+    @Test func aTaskThatPrefersTheLoopRunsOnItsThread() async throws {
+        let loop = PollLoop(name: "test-jobs")
+        defer { loop.stop() }
+        let onLoop = await Task(executorPreference: loop) { loop.isOnLoopThread }.value
+        #expect(onLoop)
+        // And after a suspension it comes back to the loop.
+        let afterSleep = await Task(executorPreference: loop) { () -> Bool in
+            try? await Task.sleep(for: .milliseconds(5))
+            return loop.isOnLoopThread
+        }.value
+        #expect(afterSleep)
+        #expect(!loop.isOnLoopThread)
+    }
+
+    @Test func anActorOnTheLoopRunsOnItsThread() async throws {
+        let loop = PollLoop(name: "test-actor")
+        defer { loop.stop() }
+        let counter = LoopCounter(loop: loop)
+        for _ in 0..<100 { await counter.add() }
+        #expect(await counter.value == 100)
+        #expect(await counter.allOnLoop)
+    }
+
+    @Test func timersFireInOrderOnTheLoopThreadNoEarlierThanAsked() async throws {
+        let loop = PollLoop(name: "test-timers")
+        defer { loop.stop() }
+        let fired = Mutex<[(Int, Bool, ContinuousClock.Instant)]>([])
+        let start = ContinuousClock.now
+        let (done, finish) = AsyncStream.makeStream(of: Void.self)
+        for (i, ms) in [30, 10, 20].enumerated() {
+            loop.schedule(at: start + .milliseconds(ms)) {
+                let count = fired.withLock { f -> Int in
+                    f.append((i, loop.isOnLoopThread, ContinuousClock.now))
+                    return f.count
+                }
+                if count == 3 { finish.finish() }
+            }
+        }
+        for await _ in done {}
+        let seen = fired.withLock { $0 }
+        #expect(seen.map(\.0) == [1, 2, 0])
+        #expect(seen.allSatisfy { $0.1 })
+        for (i, _, at) in seen { #expect(at - start >= .milliseconds([30, 10, 20][i])) }
+    }
+
+    @Test func clientsOnOneLoopTalkToEachOtherWithCallbacksOnItsThread() async throws {
+        try await withBroker(.open) { broker in
+            let loop = PollLoop(name: "test-clients")
+            defer { loop.stop() }
+            let a = try client(broker, loop: loop)
+            let b = try client(broker, loop: loop)
+            try await a.connect()
+            try await b.connect()
+            let received = Mutex<[(String, Bool)]>([])
+            let (arrived, feed) = AsyncStream.makeStream(of: Int.self)
+            try await a.subscribe(["loop/#"], qos: .atLeastOnce) { message in
+                let n = received.withLock { r -> Int in
+                    r.append((message.payloadString, loop.isOnLoopThread))
+                    return r.count
+                }
+                feed.yield(n)
+            }
+            for i in 0..<200 { try b.enqueue("loop/\(i)", payload: Array("m\(i)".utf8), qos: .atLeastOnce) }
+            try await b.publish("loop/last", payload: Array("last".utf8))
+            for await n in arrived where n == 201 { break }
+            let seen = received.withLock { $0 }
+            #expect(seen.map(\.0) == (0..<200).map { "m\($0)" } + ["last"])
+            #expect(seen.allSatisfy { $0.1 })
+            await a.disconnect()
+            await b.disconnect()
+        }
+    }
+
+    @Test func aClientOnALoopReconnectsAfterTheBrokerRestarts() async throws {
+        try await withBroker(.open) { broker in
+            let loop = PollLoop(name: "test-reconnect")
+            defer { loop.stop() }
+            let c = try client(broker, loop: loop, session: .persistent(expirySeconds: 600))
+            let subscription = try await c.subscribe("back/#")
+            try await c.connect()
+            var events = c.events.makeAsyncIterator()
+            _ = await events.next()  // connected
+            await broker.stopGracefully()
+            while let event = await events.next() {
+                if case .disconnected = event { break }
+            }
+            try await broker.restart()
+            while let event = await events.next() {
+                if case .connected = event { break }
+            }
+            let other = try client(broker, loop: nil)
+            try await other.connect()
+            try await other.publish("back/1", payload: Array("again".utf8))
+            #expect(try await first(of: subscription)?.payloadString == "again")
+            await other.disconnect()
+            await c.disconnect()
+        }
+    }
+
+    @Test func aClientOnALoopCutOffStopsAtOnceAndItsWillIsPublished() async throws {
+        try await withBroker(.open) { broker in
+            let loop = PollLoop(name: "test-cut")
+            defer { loop.stop() }
+            let watcher = try client(broker, loop: nil)
+            try await watcher.connect()
+            let wills = try await watcher.subscribe("will/#")
+            let c = try MQTTClient(configuration: MQTTConfiguration(
+                host: broker.host, port: broker.port, clientId: "cut-\(UInt32.random(in: 0...UInt32.max))",
+                will: MQTTWill(topic: "will/c", payload: Array("gone".utf8), qos: .atLeastOnce, retain: false)), loop: loop)
+            try await c.connect()
+            c.cutOff(reason: "test")
+            #expect(try await first(of: wills)?.payloadString == "gone")
+            #expect(throws: MQTTError.self) { try c.enqueue("x/1", payload: [1]) }
+            await c.disconnect()
+            await watcher.disconnect()
+        }
+    }
+}
+
+actor LoopCounter {
+    let loop: PollLoop
+    var value = 0
+    var allOnLoop = true
+    nonisolated var unownedExecutor: UnownedSerialExecutor { loop.asUnownedSerialExecutor() }
+
+    init(loop: PollLoop) { self.loop = loop }
+
+    func add() {
+        value += 1
+        if !loop.isOnLoopThread { allOnLoop = false }
+    }
+}
