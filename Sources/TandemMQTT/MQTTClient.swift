@@ -483,10 +483,21 @@ final class ClientCore: @unchecked Sendable {
         return MOSQ_ERR_SUCCESS.rawValue
     }
 
-    /// Writes every packet queued (one write each, as libmosquitto does).
+    /// Writes every packet queued (one write each, as libmosquitto does), corked: the
+    /// turn's packets leave in as few TCP segments as fit, so that neither this process
+    /// nor the broker handles a segment per packet. (With TLS, records are the unit:
+    /// left as they are.)
     func driveWrite() -> Int32 {
         guard mosquitto_want_write(mosq) else { return MOSQ_ERR_SUCCESS.rawValue }
+        let sock = mosquitto_socket(mosq)
+        let cork = configuration.tls == nil && sock >= 0
+        var on: Int32 = 1
+        if cork { _ = setsockopt(sock, Int32(IPPROTO_TCP), TCP_CORK, &on, socklen_t(MemoryLayout<Int32>.size)) }
         let rc = mosquitto_loop_write(mosq, 1)
+        if cork, mosquitto_socket(mosq) == sock {
+            var off: Int32 = 0
+            _ = setsockopt(sock, Int32(IPPROTO_TCP), TCP_CORK, &off, socklen_t(MemoryLayout<Int32>.size))
+        }
         if rc != MOSQ_ERR_SUCCESS.rawValue || mosquitto_socket(mosq) < 0 {
             lastDriveCode = rc == MOSQ_ERR_SUCCESS.rawValue ? MOSQ_ERR_CONN_LOST.rawValue : rc
             return lastDriveCode

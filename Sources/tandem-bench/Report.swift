@@ -48,6 +48,8 @@ struct RunReport: Codable {
     var deliveredBytesPerEvent: Double
     var coordinator: ProcessFigures?
     var broker: ProcessFigures?
+    /// tandem-bench itself (the load generator and every client).
+    var bench: ProcessFigures?
     var sustainable: Bool
 }
 
@@ -123,7 +125,7 @@ struct BenchReport: Codable {
             out += "\(r.scenario) rejections: " + r.rejectionCodes.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ") + "\n"
         }
         for r in runs {
-            if let b = r.broker { out += "\(r.scenario): broker CPU \(String(format: "%.0f", b.cpuPercent))%, RSS \(String(format: "%.1f", b.rssMB)) MB\n" }
+            if let b = r.broker { out += "\(r.scenario): broker CPU \(String(format: "%.0f", b.cpuPercent))%, RSS \(String(format: "%.1f", b.rssMB)) MB" + (r.bench.map { ", tandem-bench CPU \(String(format: "%.0f", $0.cpuPercent))%" } ?? "") + "\n" }
         }
         // What each event cost each process (with the relay: each message relayed).
         for r in runs {

@@ -1,3 +1,4 @@
+import Foundation
 /// Drives a scenario: unmeasured setup, then open-loop load at a fixed offered rate
 /// (one driver task, woken every millisecond, sending whatever is due, so the offered
 /// rate holds whatever the answers do), then a drain that waits for every receipt.
@@ -51,6 +52,8 @@ struct Runner {
         tracker.reset()
         let coordinatorStart = coordinatorPid.flatMap(ProcessSample.read)
         let brokerStart = brokerPid.flatMap(ProcessSample.read)
+        // The generator's own share: a baseline must not be bound by it.
+        let benchStart = ProcessSample.read(pid: getpid())
         let start = monotonicNanos()
         sampler?.begin(tracker: tracker)
         let duration = UInt64(durationSeconds * 1e9)
@@ -86,6 +89,7 @@ struct Runner {
         if showProgress { FileHandleOutput.endProgress() }
         let coordinatorEnd = coordinatorPid.flatMap(ProcessSample.read)
         let brokerEnd = brokerPid.flatMap(ProcessSample.read)
+        let benchEnd = ProcessSample.read(pid: getpid())
         let unanswered = tracker.unanswered
         let tally = tracker.finish()
 
@@ -106,6 +110,7 @@ struct Runner {
             deliveredBytesPerEvent: tally.sent > 0 ? Double(tally.deliveredBytes) / Double(tally.sent) : 0,
             coordinator: ProcessFigures(pid: coordinatorPid, from: coordinatorStart, to: coordinatorEnd, events: tally.sent),
             broker: ProcessFigures(pid: brokerPid, from: brokerStart, to: brokerEnd, events: tally.sent),
+            bench: ProcessFigures(pid: getpid(), from: benchStart, to: benchEnd, events: tally.sent),
             sustainable: false)
         report.sustainable = unanswered == 0 && achieved >= 0.95 * rate
             && (scenario.fixedRate != nil ? tally.rejected == 0 : receipt.p99 <= p99LimitMicros)
