@@ -48,6 +48,8 @@ let package = Package(
         ),
         // glibc's mallopt (the coordinator caps its malloc arenas).
         .systemLibrary(name: "CMalloc"),
+        // glibc's ppoll (PollLoop's timers to the microsecond).
+        .systemLibrary(name: "CPoll"),
         .systemLibrary(
             name: "CSQLite",
             pkgConfig: "sqlite3",
@@ -61,7 +63,7 @@ let package = Package(
         .target(
             name: "TandemMQTT",
             dependencies: [
-                "CMosquitto",
+                "CMosquitto", "CPoll",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

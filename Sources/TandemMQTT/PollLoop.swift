@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import CMosquitto
+import CPoll
 import Foundation
 import Synchronization
 
@@ -214,15 +215,14 @@ public final class PollLoop: SerialExecutor, TaskExecutor, @unchecked Sendable {
                 let sock = mosquitto_socket(client.mosq)
                 fds.append(pollfd(fd: sock, events: Int16(POLLIN) | (mosquitto_want_write(client.mosq) ? Int16(POLLOUT) : 0), revents: 0))
             }
-            let timeout: Int32 = shared.withLock { s in
-                if !s.jobs.isEmpty || !s.attaching.isEmpty || !s.detaching.isEmpty || s.stopping { return 0 }
-                guard let next = s.timers.map(\.at).min() else { return 100 }
-                let left = next - ContinuousClock.now
-                guard left > .zero else { return 0 }
-                let ms = left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000 + 1
-                return Int32(min(100, ms))
+            // To the microsecond (ppoll): a timer 300 µs away is not rounded to a millisecond.
+            let timeout: Duration = shared.withLock { s in
+                if !s.jobs.isEmpty || !s.attaching.isEmpty || !s.detaching.isEmpty || s.stopping { return .zero }
+                guard let next = s.timers.map(\.at).min() else { return .milliseconds(100) }
+                return max(.zero, min(.milliseconds(100), next - ContinuousClock.now))
             }
-            let ready = fds.withUnsafeMutableBufferPointer { poll($0.baseAddress, nfds_t($0.count), timeout) }
+            var wait = Self.timespec(timeout)
+            let ready = fds.withUnsafeMutableBufferPointer { ppoll($0.baseAddress, nfds_t($0.count), &wait, nil) }
             lastWake = ContinuousClock.now
             guard ready > 0 else { continue }
             if fds[0].revents & Int16(POLLIN) != 0 {
@@ -258,8 +258,12 @@ public final class PollLoop: SerialExecutor, TaskExecutor, @unchecked Sendable {
     private static var currentThreadId: UInt { UInt(pthread_self()) }
 
     private static func sleep(_ duration: Duration) {
-        let (seconds, attoseconds) = duration.components
-        var ts = timespec(tv_sec: Int(seconds), tv_nsec: Int(attoseconds / 1_000_000_000))
+        var ts = timespec(duration)
         _ = nanosleep(&ts, nil)
+    }
+
+    private static func timespec(_ duration: Duration) -> Glibc.timespec {
+        let (seconds, attoseconds) = duration.components
+        return Glibc.timespec(tv_sec: Int(seconds), tv_nsec: Int(attoseconds / 1_000_000_000))
     }
 }
