@@ -20,10 +20,12 @@ extension SQLiteConnection {
                 throw error
             }
         }
-        try execute("BEGIN IMMEDIATE")
+        // Cached statements, not sqlite3_exec: a transaction a turn would parse both
+        // every time.
+        _ = try run("BEGIN IMMEDIATE")
         do {
             let result = try body(self)
-            try execute("COMMIT")
+            _ = try run("COMMIT")
             return result
         } catch {
             // A failed COMMIT may leave the transaction open (SQLITE_BUSY); after some
