@@ -5,14 +5,17 @@ import Synchronization
 
 /// An MQTT v5 client over libmosquitto, for async/await.
 ///
-/// libmosquitto runs on a thread of this client's own (``ClientCore/runLoop()``): it
-/// connects, reconnects with a capped backoff, and calls back on that thread. The
-/// thread waits in `poll(2)` (``ClientCore/loopOnce(timeout:)``), not in
+/// libmosquitto connects and reconnects (with a capped backoff) on a thread of this
+/// client's own (``ClientCore/runLoop()``). Once connected, the socket is read and
+/// written either on that thread, which waits in `poll(2)`
+/// (``ClientCore/loopOnce(timeout:)``), or, for a client made with a ``PollLoop``, on the
+/// loop's thread beside whatever else runs there (the coordinator's pipeline). Never in
 /// `mosquitto_loop()`, whose `select(2)` refuses any socket numbered 1,024 or more: a
 /// process with many connections (tandem-web holds one per signed-in person) would
-/// otherwise stop at about 250 of them. The
-/// callbacks copy what they receive and hand it over through continuations and
-/// `AsyncStream`s; they never run caller code.
+/// otherwise stop at about 250 of them. libmosquitto's callbacks run on the thread that
+/// reads; they copy what they receive and hand it over through continuations and
+/// `AsyncStream`s, and the one piece of caller code they run is a subscription's
+/// `deliver` closure, which must return at once.
 ///
 /// - Publishing QoS 1 with ``publish(_:payload:qos:retain:)`` returns when the broker's
 ///   PUBACK arrives and throws on a negative reason code, on disconnect and on
