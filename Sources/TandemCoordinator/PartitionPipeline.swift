@@ -104,12 +104,15 @@ final class PartitionPipeline {
             group.addTask {
                 for await event in client.events { feed.yield(.connection(event)) }
             }
-            group.addTask {
+            // Queries and id checks off the pipeline's thread (the group's tasks would
+            // otherwise prefer it): a page of history is built and sent beside the
+            // pipeline, never between two of its turns.
+            group.addTask(executorPreference: globalConcurrentExecutor) {
                 for await query in queries where await !service.answer(query, store: reader, client: client) {
                     feed.yield(.queryFailed)
                 }
             }
-            group.addTask {
+            group.addTask(executorPreference: globalConcurrentExecutor) {
                 for await check in idChecks {
                     do {
                         feed.yield(.idChecked(check, .success(try await reader.seenId(user: check.user, id: check.id))))

@@ -39,6 +39,8 @@ public final class PollLoop: SerialExecutor, TaskExecutor, @unchecked Sendable {
         var attaching: [ClientCore] = []
         var detaching: [ObjectIdentifier] = []
         var stopping = false
+        /// The thread has ended: nothing more is run or driven.
+        var stopped = false
     }
 
     let shared = Mutex(Shared())
@@ -67,8 +69,9 @@ public final class PollLoop: SerialExecutor, TaskExecutor, @unchecked Sendable {
         close(wakeFD)
     }
 
-    /// Ends the thread once what is queued has run. Attached clients are left as they
-    /// are: disconnect them first.
+    /// Ends the thread once what is queued has run. Disconnect the clients first: one
+    /// still attached is handed back to its own thread, and one that attaches afterwards
+    /// is told its connection is lost. Jobs and timers enqueued after the end never run.
     public func stop() {
         shared.withLock { $0.stopping = true }
         wakeUp()
@@ -124,8 +127,14 @@ public final class PollLoop: SerialExecutor, TaskExecutor, @unchecked Sendable {
     /// From a client's own thread, once its socket is connected: the loop drives it
     /// until a read or write fails (``ClientCore/loopFailed(_:)``) or ``detach(_:)``.
     func attach(_ client: ClientCore) {
-        shared.withLock { $0.attaching.append(client) }
-        wakeUp()
+        let refused = shared.withLock { s -> Bool in
+            guard !s.stopped else { return true }
+            s.attaching.append(client)
+            return false
+        }
+        // A stopped loop drives nothing: the client's thread hears of it at once (as a
+        // lost connection) instead of waiting for ever.
+        if refused { client.loopFailed(MOSQ_ERR_CONN_LOST.rawValue) } else { wakeUp() }
     }
 
     /// Stops driving `client` after this turn's write (its thread then closes the socket
@@ -146,6 +155,7 @@ public final class PollLoop: SerialExecutor, TaskExecutor, @unchecked Sendable {
         var fds: [pollfd] = []
         var lastWake = ContinuousClock.now
         var lastMisc = ContinuousClock.now
+        var rerun = false
         while true {
             // What other threads asked for, and the timers that are due.
             let (jobs, due, attaching) = shared.withLock { s in
@@ -167,8 +177,14 @@ public final class PollLoop: SerialExecutor, TaskExecutor, @unchecked Sendable {
             clients.append(contentsOf: attaching)
             for job in jobs { job.runSynchronously(isolatedTo: serial, taskExecutor: task) }
             for timer in due { timer.body() }
-            // What those enqueued runs in this turn too, before anything is written.
-            if !jobs.isEmpty || !due.isEmpty, shared.withLock({ !$0.jobs.isEmpty }) { continue }
+            // What those enqueued runs in this turn too, before anything is written: once
+            // (a commit's end, the step it lets go); then the sockets get their turn, and
+            // whatever keeps coming is run after the next poll, which then does not wait.
+            if !rerun, !jobs.isEmpty || !due.isEmpty, shared.withLock({ !$0.jobs.isEmpty }) {
+                rerun = true
+                continue
+            }
+            rerun = false
 
             // Write what this turn queued, each socket once; keepalive and the gates.
             var handBack: [(Int, Int32)] = []
@@ -200,8 +216,9 @@ public final class PollLoop: SerialExecutor, TaskExecutor, @unchecked Sendable {
             handOver(handBack)
             if stopping, shared.withLock({ $0.jobs.isEmpty }) { break }
 
-            // At load, let more arrive before polling: a turn starts at most once a spacing.
-            if turnSpacing > .zero, ContinuousClock.now - lastWake < turnSpacing {
+            // At load, let more arrive before polling: a turn starts at most once a spacing
+            // (not while jobs wait).
+            if turnSpacing > .zero, ContinuousClock.now - lastWake < turnSpacing, shared.withLock({ $0.jobs.isEmpty }) {
                 var until = lastWake + turnSpacing
                 if let next = shared.withLock({ $0.timers.map(\.at).min() }), next < until { until = next }
                 let nap = until - ContinuousClock.now
@@ -223,8 +240,9 @@ public final class PollLoop: SerialExecutor, TaskExecutor, @unchecked Sendable {
             }
             var wait = Self.timespec(timeout)
             let ready = fds.withUnsafeMutableBufferPointer { ppoll($0.baseAddress, nfds_t($0.count), &wait, nil) }
-            lastWake = ContinuousClock.now
+            // A timeout is no wake: what arrives just after an idle one is read at once.
             guard ready > 0 else { continue }
+            lastWake = ContinuousClock.now
             if fds[0].revents & Int16(POLLIN) != 0 {
                 var count: UInt64 = 0
                 _ = read(wakeFD, &count, MemoryLayout<UInt64>.size)
@@ -235,7 +253,10 @@ public final class PollLoop: SerialExecutor, TaskExecutor, @unchecked Sendable {
             handBack.removeAll()
             for (i, client) in clients.enumerated() {
                 let revents = fds[i + 1].revents
-                if revents & Int16(POLLIN | POLLHUP | POLLERR) != 0, client.driveRead() != MOSQ_ERR_SUCCESS.rawValue {
+                // With TLS a handshake or renegotiation goes on in libmosquitto's read, also
+                // when the socket is writable (as ClientCore.loopOnce does).
+                let tlsWritable = revents & Int16(POLLOUT) != 0 && client.configuration.tls != nil
+                if revents & Int16(POLLIN | POLLHUP | POLLERR) != 0 || tlsWritable, client.driveRead() != MOSQ_ERR_SUCCESS.rawValue {
                     handBack.append((i, client.lastDriveCode))
                 } else if revents & Int16(POLLOUT) != 0, client.driveWrite() != MOSQ_ERR_SUCCESS.rawValue {
                     handBack.append((i, client.lastDriveCode))
@@ -243,9 +264,17 @@ public final class PollLoop: SerialExecutor, TaskExecutor, @unchecked Sendable {
             }
             handOver(handBack)
         }
-        // Hand every client back to its thread.
+        // Hand every client back to its thread; one that attaches later is refused at
+        // once (``attach(_:)``).
+        let late = shared.withLock { s -> [ClientCore] in
+            s.stopped = true
+            defer { s.attaching.removeAll() }
+            return s.attaching
+        }
         for client in clients { client.loopFailed(MOSQ_ERR_SUCCESS.rawValue) }
+        for client in late { client.loopFailed(MOSQ_ERR_CONN_LOST.rawValue) }
         clients.removeAll()
+        threadId.store(0, ordering: .releasing)
     }
 
     /// Lets go of the clients at these indices, each with its code.

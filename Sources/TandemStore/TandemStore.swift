@@ -126,9 +126,8 @@ public actor TandemStore {
         self.connection = connection
         self.busyTimeoutMs = options.busyTimeoutMilliseconds
         self.executor = executor ?? QueueExecutor(label: "tandem.store \(options.readOnly ? "reader" : "writer") \(path)")
-        // On the caller's thread: never block it on another connection's lock.
+        // On the caller's thread: a commit never blocks it on another connection's lock.
         yieldsWhileBusy = executor != nil
-        if yieldsWhileBusy { try connection.setBusyTimeout(0) }
     }
 
     /// The database's number of partitions, recorded with it at its creation: `configured`
@@ -162,19 +161,25 @@ public actor TandemStore {
     ///
     /// A store on an executor of the caller's (``open(path:synchronous:checkpoints:executor:)``)
     /// does not wait for another connection's write lock on its thread, which also reads
-    /// the broker: its busy timeout is zero, and a commit that finds the lock taken
+    /// the broker: the commit runs with a busy timeout of zero, and one that finds the lock taken
     /// sleeps as a task (1, 2, 4 ... 50 ms) and tries again, the thread free meanwhile,
     /// until the busy timeout it was opened with has passed.
     public func commit(_ batch: StoreBatch) async throws {
         guard !batch.isEmpty else { return }
         guard yieldsWhileBusy else { return try write(batch) }
+        // Only the commit waits this way: the connection's other statements (recovery,
+        // the partitions check) keep the busy timeout it was opened with.
+        try connection.setBusyTimeout(0)
+        defer { try? connection.setBusyTimeout(busyTimeoutMs) }
         var waitedMs: Int32 = 0
         var delayMs: Int32 = 1
         while true {
             do {
                 return try write(batch)
             } catch let error as SQLiteError where error.code == .busy && !connection.isInTransaction && waitedMs < busyTimeoutMs {
-                try? await Task.sleep(for: .milliseconds(Int(delayMs)))
+                try await Task.sleep(for: .milliseconds(Int(delayMs)))
+                // Whatever ran on the connection meanwhile restored its busy timeout.
+                try connection.setBusyTimeout(0)
                 waitedMs += delayMs
                 delayMs = min(delayMs * 2, 50)
             }
@@ -319,7 +324,7 @@ public actor TandemStore {
     /// older frames make it return false at once, and the next try comes a few passes later.
     public func restartWAL(waitingAtMostMs: Int32 = 1_000) throws -> Bool {
         try connection.setBusyTimeout(yieldsWhileBusy ? 0 : waitingAtMostMs)
-        defer { try? connection.setBusyTimeout(yieldsWhileBusy ? 0 : busyTimeoutMs) }
+        defer { try? connection.setBusyTimeout(busyTimeoutMs) }
         // (busy, log, checkpointed): busy 1 when someone held on past the timeout.
         let busy = try connection.queryOne("PRAGMA wal_checkpoint(RESTART)") { $0.int64(0) } ?? 1
         return busy == 0

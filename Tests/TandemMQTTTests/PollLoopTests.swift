@@ -132,6 +132,45 @@ import TestSupport
     }
 }
 
+extension PollLoopTests {
+    /// A loop stopped before its client attaches: the client is told its connection is
+    /// lost (not left waiting for a loop that will never drive it), and disconnects.
+    @Test(.timeLimit(.minutes(1))) func aClientOfAStoppedLoopIsRefusedAndStillDisconnects() async throws {
+        try await withBroker(.open) { broker in
+            let loop = PollLoop(name: "test-stopped")
+            loop.stop()
+            await Task.detached { loop.waitUntilStopped() }.value
+            let c = try client(broker, loop: loop)
+            let connecting = Task { try await c.connect() }
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(!c.isConnected)
+            await c.disconnect()
+            await #expect(throws: (any Error).self) { try await connecting.value }
+        }
+    }
+
+    /// A job that keeps enqueueing jobs does not keep the loop from its sockets.
+    @Test(.timeLimit(.minutes(1))) func endlessJobsLeaveTheSocketsTheirTurn() async throws {
+        try await withBroker(.open) { broker in
+            let loop = PollLoop(name: "test-busy")
+            defer { loop.stop() }
+            let a = try client(broker, loop: loop)
+            try await a.connect()
+            let spinning = Task(executorPreference: loop) {
+                while !Task.isCancelled { await Task.yield() }
+            }
+            let b = try client(broker, loop: nil)
+            try await b.connect()
+            let subscription = try await b.subscribe("busy/#")
+            try await a.publish("busy/1", payload: Array("through".utf8))
+            #expect(try await first(of: subscription)?.payloadString == "through")
+            spinning.cancel()
+            await a.disconnect()
+            await b.disconnect()
+        }
+    }
+}
+
 actor LoopCounter {
     let loop: PollLoop
     var value = 0
