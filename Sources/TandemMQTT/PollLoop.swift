@@ -51,6 +51,11 @@ public final class PollLoop: SerialExecutor, TaskExecutor, @unchecked Sendable {
     let threadId = Atomic<UInt>(0)
     let finished = DispatchSemaphore(value: 0)
 
+    /// How many times a turn runs the jobs that its jobs enqueued before it goes on to
+    /// the sockets: enough for a step, its commit and its publications (four), bounded so
+    /// that a task that keeps enqueueing cannot keep the sockets waiting.
+    static let passesPerTurn = 8
+
     /// Loop-thread-only: the clients whose sockets it drives.
     private var clients: [ClientCore] = []
 
@@ -155,7 +160,7 @@ public final class PollLoop: SerialExecutor, TaskExecutor, @unchecked Sendable {
         var fds: [pollfd] = []
         var lastWake = ContinuousClock.now
         var lastMisc = ContinuousClock.now
-        var rerun = false
+        var reruns = 0
         while true {
             // What other threads asked for, and the timers that are due.
             let (jobs, due, attaching) = shared.withLock { s in
@@ -177,14 +182,15 @@ public final class PollLoop: SerialExecutor, TaskExecutor, @unchecked Sendable {
             clients.append(contentsOf: attaching)
             for job in jobs { job.runSynchronously(isolatedTo: serial, taskExecutor: task) }
             for timer in due { timer.body() }
-            // What those enqueued runs in this turn too, before anything is written: once
-            // (a commit's end, the step it lets go); then the sockets get their turn, and
-            // whatever keeps coming is run after the next poll, which then does not wait.
-            if !rerun, !jobs.isEmpty || !due.isEmpty, shared.withLock({ !$0.jobs.isEmpty }) {
-                rerun = true
+            // What those enqueued runs in this turn too, before anything is written (a
+            // step's commit, the commit's end, the publications it lets go), up to a few
+            // passes; then the sockets get their turn, and whatever keeps coming is run
+            // after the next poll, which then does not wait.
+            if reruns < Self.passesPerTurn, !jobs.isEmpty || !due.isEmpty, shared.withLock({ !$0.jobs.isEmpty }) {
+                reruns += 1
                 continue
             }
-            rerun = false
+            reruns = 0
 
             // Write what this turn queued, each socket once; keepalive and the gates.
             var handBack: [(Int, Int32)] = []
@@ -240,9 +246,10 @@ public final class PollLoop: SerialExecutor, TaskExecutor, @unchecked Sendable {
             }
             var wait = Self.timespec(timeout)
             let ready = fds.withUnsafeMutableBufferPointer { ppoll($0.baseAddress, nfds_t($0.count), &wait, nil) }
-            // A timeout is no wake: what arrives just after an idle one is read at once.
+            // A wake: something to read, or a timer due (its turn does work). The idle
+            // timeout is none: what arrives just after it is read at once.
+            if ready > 0 || timeout < .milliseconds(100) { lastWake = ContinuousClock.now }
             guard ready > 0 else { continue }
-            lastWake = ContinuousClock.now
             if fds[0].revents & Int16(POLLIN) != 0 {
                 var count: UInt64 = 0
                 _ = read(wakeFD, &count, MemoryLayout<UInt64>.size)
