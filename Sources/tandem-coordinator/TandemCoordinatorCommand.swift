@@ -53,6 +53,9 @@ struct TandemCoordinatorCommand: AsyncParsableCommand {
     @Option(help: Self.maxSkewMs.help("Allowed clock skew in milliseconds"))
     var maxSkewMs: Int?
 
+    @Option(help: Self.turnSpacingUs.help("At load, the least time between two turns of a pipeline's thread, in microseconds: more events per thread switch, and up to this much added to an answer; 0: a turn for every packet"))
+    var turnSpacingUs: Int?
+
     @Option(help: Self.lockLeaseSeconds.help("Lock lease in seconds, fractions allowed"))
     var lockLeaseSeconds: Double?
 
@@ -202,6 +205,9 @@ struct TandemCoordinatorCommand: AsyncParsableCommand {
     })
     static let reorderWindowMs = Setting<Int>.integer("reorder-window-ms", "TANDEM_REORDER_WINDOW_MS", default: Int(defaults.reorderWindowMs), range: 0...60_000)
     static let maxSkewMs = Setting<Int>.integer("max-skew-ms", "TANDEM_MAX_SKEW_MS", default: Int(defaults.maxSkewMs), range: 0...86_400_000)
+    static let turnSpacingUs = Setting<Int>.integer(
+        "turn-spacing-us", "TANDEM_TURN_SPACING_US",
+        default: Int(defaults.turnSpacing.components.attoseconds / 1_000_000_000_000), range: 0...20_000)
     static let lockLeaseSeconds = Setting<Double>.seconds("lock-lease-seconds", "TANDEM_LOCK_LEASE_SECONDS", default: Double(defaults.lockLeaseMs) / 1000)
     static let presenceGraceSeconds = Setting<Double>.seconds("presence-grace-seconds", "TANDEM_PRESENCE_GRACE_SECONDS", default: Double(defaults.presenceGraceMs) / 1000)
     static let logLevel = Setting<String>.choice("log-level", "TANDEM_LOG_LEVEL", default: "info", words: Logger.Level.allCases.map(\.rawValue))
@@ -262,6 +268,7 @@ struct TandemCoordinatorCommand: AsyncParsableCommand {
         c.partitioning = Partitioning(count: try Self.partitions.value(partitions, in: env))!
         c.reorderWindowMs = Millis(try Self.reorderWindowMs.value(reorderWindowMs, in: env))
         c.maxSkewMs = Millis(try Self.maxSkewMs.value(maxSkewMs, in: env))
+        c.turnSpacing = .microseconds(try Self.turnSpacingUs.value(turnSpacingUs, in: env))
         c.lockLeaseMs = Millis((try Self.lockLeaseSeconds.value(lockLeaseSeconds, in: env) * 1000).rounded())
         c.presenceGraceMs = Millis((try Self.presenceGraceSeconds.value(presenceGraceSeconds, in: env) * 1000).rounded())
         c.rateLimitPerSecond = try Self.rateLimit.value(rateLimit, in: env)
