@@ -80,9 +80,8 @@ extension CoordinatorService {
         if let fence { gate = { fence.holds } }
         // One thread per partition does all of its pipeline's work: its session's socket,
         // its timers, its steps and (SQLite) its commits.
-        let loops = partitions.enumerated().map { index, partition in
-            index == 0 ? firstLoop ?? PollLoop(name: "pipeline-p\(partition)", turnSpacing: configuration.turnSpacing)
-                : PollLoop(name: "pipeline-p\(partition)", turnSpacing: configuration.turnSpacing)
+        let loops = try partitions.enumerated().map { index, partition in
+            try (index == 0 ? firstLoop : nil) ?? PollLoop(name: "pipeline-p\(partition)", turnSpacing: configuration.turnSpacing)
         }
         let ownLoops = firstLoop == nil ? loops : Array(loops.dropFirst())
         defer { for loop in ownLoops { loop.stop() } }

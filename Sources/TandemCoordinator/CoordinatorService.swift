@@ -77,7 +77,8 @@ public final class CoordinatorService: Service {
         let owner: DatabaseOwnerLock
         let store: TandemStore
         let checkpointer: TandemStore
-        let pipelineLoop = PollLoop(name: "pipeline-p0", turnSpacing: configuration.turnSpacing)
+        // The first partition's pipeline thread, which the writer runs on (below).
+        let pipelineLoop = try PollLoop(name: "pipeline-p0", turnSpacing: configuration.turnSpacing)
         defer { pipelineLoop.stop() }
         do {
             owner = try DatabaseOwnerLock.acquire(path: path)

@@ -52,8 +52,11 @@ final class PartitionPipeline {
     private var inFlight: CommitInFlight?
     private var commitError: (any Error)?
     private var stop: LeaderLoop.Stop?
-    private var queryFeed: AsyncStream<Engine.Query>.Continuation?
-    private var idCheckFeed: AsyncStream<Engine.IdCheck>.Continuation?
+    /// Queries leave the pipeline here: answered one after another from the reader's own
+    /// connection, while the pipeline goes on with everyone's events.
+    private let queries = AsyncStream.makeStream(of: Engine.Query.self)
+    /// Resends of ids remembered only as digests: confirmed by the reader, off the pipeline.
+    private let idChecks = AsyncStream.makeStream(of: Engine.IdCheck.self)
 
     private var logger: Logger { service.logger }
     private var clock: CoordinatorClock { service.clock }
@@ -91,13 +94,7 @@ final class PartitionPipeline {
         fence?.whenLost { reason in feed.yield(.leaseLost(reason)) }
         // An idle pipeline wakes at each renewal, which reaches the loop before the tick.
         fence?.whenRenewed { feed.yield(.tick) }
-        // Queries leave the pipeline here: answered one after another from the reader's
-        // own connection, while the pipeline goes on with everyone's events.
-        let (queries, queryFeed) = AsyncStream.makeStream(of: Engine.Query.self)
-        self.queryFeed = queryFeed
-        // Resends of ids remembered only as digests: confirmed by the reader, off the pipeline.
-        let (idChecks, idCheckFeed) = AsyncStream.makeStream(of: Engine.IdCheck.self)
-        self.idCheckFeed = idCheckFeed
+        let (queries, idChecks) = (self.queries.stream, self.idChecks.stream)
         let metricsInterval = Duration.milliseconds(service.configuration.metricsIntervalMs)
         let (service, client, reader, logger) = (self.service, self.client, self.reader, self.logger)
         return try await withThrowingTaskGroup(of: Void.self) { group in
@@ -315,9 +312,9 @@ final class PartitionPipeline {
             case .commit(let commit):
                 inFlight = CommitInFlight(events: commit.batch.events.count, started: .now, task: startCommit(commit))
             case .query(let query):
-                queryFeed?.yield(query)
+                queries.continuation.yield(query)
             case .checkId(let check):
-                idCheckFeed?.yield(check)
+                idChecks.continuation.yield(check)
             case .wake(let deadline):
                 timer.schedule(at: deadline)
             case .stop(let reason):

@@ -142,7 +142,8 @@ final class ClientCore: @unchecked Sendable {
     let handedBack = DispatchSemaphore(value: 0)
     /// The code the loop handed the socket back with (loop thread writes, then signals).
     let handBackCode = Atomic<Int32>(0)
-    /// Loop-thread-only: the last failed read or write's code.
+    /// The last failed read's or write's code; touched only by the thread that drives
+    /// the socket (the client's own, or its loop's while attached).
     var lastDriveCode: Int32 = 0
 
     struct State {
@@ -456,26 +457,27 @@ final class ClientCore: @unchecked Sendable {
         let read = fds.0.revents & Int16(POLLIN | POLLHUP | POLLERR) != 0
             || (write && configuration.tls != nil)
         if read {
-            let rc = mosquitto_loop_read(mosq, 1)
-            if rc != MOSQ_ERR_SUCCESS.rawValue || mosquitto_socket(mosq) < 0 { return rc }
+            let rc = driveRead()
+            if rc != MOSQ_ERR_SUCCESS.rawValue { return rc }
         }
         if write {
-            let rc = mosquitto_loop_write(mosq, 1)
-            if rc != MOSQ_ERR_SUCCESS.rawValue || mosquitto_socket(mosq) < 0 { return rc }
+            // Not corked: a client of its own thread writes a packet or two at a time.
+            let rc = driveWrite(corked: false)
+            if rc != MOSQ_ERR_SUCCESS.rawValue { return rc }
         }
         return mosquitto_loop_misc(mosq)
     }
 
-    // MARK: Driven by a PollLoop (on its thread)
+    // MARK: Reading and writing the socket (the client's thread, or its PollLoop's)
 
     /// Reads what the socket holds, packet after packet (libmosquitto reads at most as
-    /// many as it has QoS 1 messages in flight per call), up to a bound per turn.
+    /// many as it has QoS 1 messages in flight per call), up to a bound per call.
+    /// Anything but success: the connection is gone (``lastDriveCode`` says why).
     func driveRead() -> Int32 {
-        var sock = mosquitto_socket(mosq)
         for _ in 0..<4096 {
             errno = 0
             let rc = mosquitto_loop_read(mosq, 1)
-            sock = mosquitto_socket(mosq)
+            let sock = mosquitto_socket(mosq)
             if rc != MOSQ_ERR_SUCCESS.rawValue || sock < 0 {
                 lastDriveCode = rc == MOSQ_ERR_SUCCESS.rawValue ? MOSQ_ERR_CONN_LOST.rawValue : rc
                 return lastDriveCode
@@ -486,14 +488,14 @@ final class ClientCore: @unchecked Sendable {
         return MOSQ_ERR_SUCCESS.rawValue
     }
 
-    /// Writes every packet queued (one write each, as libmosquitto does), corked: the
-    /// turn's packets leave in as few TCP segments as fit, so that neither this process
-    /// nor the broker handles a segment per packet. (With TLS, records are the unit:
-    /// left as they are.)
-    func driveWrite() -> Int32 {
+    /// Writes every packet queued (one write each, as libmosquitto does). `corked` (a
+    /// PollLoop's turn): the packets leave in as few TCP segments as fit, so that neither
+    /// this process nor the broker handles a segment per packet; two more system calls,
+    /// worth it only for a batch. (With TLS, records are the unit: left as they are.)
+    func driveWrite(corked: Bool) -> Int32 {
         guard mosquitto_want_write(mosq) else { return MOSQ_ERR_SUCCESS.rawValue }
         let sock = mosquitto_socket(mosq)
-        let cork = configuration.tls == nil && sock >= 0
+        let cork = corked && configuration.tls == nil && sock >= 0
         var on: Int32 = 1
         if cork { _ = setsockopt(sock, Int32(IPPROTO_TCP), TCP_CORK, &on, socklen_t(MemoryLayout<Int32>.size)) }
         let rc = mosquitto_loop_write(mosq, 1)

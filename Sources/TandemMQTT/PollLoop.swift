@@ -41,6 +41,9 @@ public final class PollLoop: SerialExecutor, TaskExecutor, @unchecked Sendable {
         var stopping = false
         /// The thread has ended: nothing more is run or driven.
         var stopped = false
+
+        /// When the earliest timer is due.
+        var nextTimer: ContinuousClock.Instant? { timers.lazy.map(\.at).min() }
     }
 
     let shared = Mutex(Shared())
@@ -59,12 +62,16 @@ public final class PollLoop: SerialExecutor, TaskExecutor, @unchecked Sendable {
     /// Loop-thread-only: the clients whose sockets it drives.
     private var clients: [ClientCore] = []
 
-    /// Starts the loop's thread. `turnSpacing`: see the type's documentation.
-    public init(name: String, turnSpacing: Duration = .microseconds(1000)) {
+    /// Starts the loop's thread. `turnSpacing`: see the type's documentation. Throws when
+    /// the process has no file descriptor left for its wake-up eventfd.
+    public init(name: String, turnSpacing: Duration = .microseconds(1000)) throws(MQTTError) {
         self.name = name
         self.turnSpacing = turnSpacing
-        wakeFD = eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC))
-        precondition(wakeFD >= 0, "eventfd failed: \(String(cString: strerror(errno)))")
+        let fd = eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC))
+        guard fd >= 0 else {
+            throw MQTTError(.library(code: MOSQ_ERR_ERRNO.rawValue), "eventfd failed for the loop \(name): \(String(cString: strerror(errno)))")
+        }
+        wakeFD = fd
         let thread = Thread { [self] in run() }
         thread.name = name
         thread.start()
@@ -158,26 +165,27 @@ public final class PollLoop: SerialExecutor, TaskExecutor, @unchecked Sendable {
         let serial = asUnownedSerialExecutor()
         let task = asUnownedTaskExecutor()
         var fds: [pollfd] = []
+        var jobs: [UnownedJob] = []
+        var due: [Timer] = []
+        var handBack: [(Int, Int32)] = []
         var lastWake = ContinuousClock.now
         var lastMisc = ContinuousClock.now
         var reruns = 0
         while true {
-            // What other threads asked for, and the timers that are due.
-            let (jobs, due, attaching) = shared.withLock { s in
-                let jobs = s.jobs
-                s.jobs.removeAll(keepingCapacity: true)
-                var due: [Timer] = []
-                if !s.timers.isEmpty {
+            // What other threads asked for, and the timers that are due. The arrays are
+            // swapped, not copied: no allocation a turn.
+            jobs.removeAll(keepingCapacity: true)
+            due.removeAll(keepingCapacity: true)
+            let attaching = shared.withLock { s -> [ClientCore] in
+                swap(&jobs, &s.jobs)
+                if let next = s.nextTimer, next <= .now {
                     let now = ContinuousClock.now
-                    var kept: [Timer] = []
-                    for timer in s.timers {
-                        if timer.at <= now { due.append(timer) } else { kept.append(timer) }
-                    }
-                    s.timers = kept
+                    due = s.timers.filter { $0.at <= now }
+                    s.timers.removeAll { $0.at <= now }
                 }
-                let attaching = s.attaching
-                s.attaching.removeAll()
-                return (jobs, due, attaching)
+                guard !s.attaching.isEmpty else { return [] }
+                defer { s.attaching.removeAll() }
+                return s.attaching
             }
             clients.append(contentsOf: attaching)
             for job in jobs { job.runSynchronously(isolatedTo: serial, taskExecutor: task) }
@@ -193,8 +201,8 @@ public final class PollLoop: SerialExecutor, TaskExecutor, @unchecked Sendable {
             reruns = 0
 
             // Write what this turn queued, each socket once; keepalive and the gates.
-            var handBack: [(Int, Int32)] = []
-            for (i, client) in clients.enumerated() where client.driveWrite() != MOSQ_ERR_SUCCESS.rawValue {
+            handBack.removeAll(keepingCapacity: true)
+            for (i, client) in clients.enumerated() where client.driveWrite(corked: true) != MOSQ_ERR_SUCCESS.rawValue {
                 handBack.append((i, client.lastDriveCode))
             }
             let now = ContinuousClock.now
@@ -209,10 +217,11 @@ public final class PollLoop: SerialExecutor, TaskExecutor, @unchecked Sendable {
                 }
             }
             // Asked to let go (stopping, cut off): after the write, so that a DISCONNECT
-            // queued by a shutdown has left.
-            let (detaching, stopping) = shared.withLock { s in
-                defer { s.detaching.removeAll() }
-                return (s.detaching, s.stopping)
+            // queued by a shutdown has left. With it, in one look: whether anything
+            // waits, and the next timer.
+            let (detaching, stopping, waiting, nextTimer) = shared.withLock { s in
+                defer { if !s.detaching.isEmpty { s.detaching.removeAll() } }
+                return (s.detaching, s.stopping, !s.jobs.isEmpty || !s.attaching.isEmpty, s.nextTimer)
             }
             for id in detaching {
                 if let i = clients.firstIndex(where: { ObjectIdentifier($0) == id }), !handBack.contains(where: { $0.0 == i }) {
@@ -220,35 +229,34 @@ public final class PollLoop: SerialExecutor, TaskExecutor, @unchecked Sendable {
                 }
             }
             handOver(handBack)
-            if stopping, shared.withLock({ $0.jobs.isEmpty }) { break }
+            if stopping, !waiting { break }
 
             // At load, let more arrive before polling: a turn starts at most once a spacing
-            // (not while jobs wait).
-            if turnSpacing > .zero, ContinuousClock.now - lastWake < turnSpacing, shared.withLock({ $0.jobs.isEmpty }) {
-                var until = lastWake + turnSpacing
-                if let next = shared.withLock({ $0.timers.map(\.at).min() }), next < until { until = next }
+            // (not while work waits).
+            if turnSpacing > .zero, !waiting, !stopping, ContinuousClock.now - lastWake < turnSpacing {
+                let until = min(lastWake + turnSpacing, nextTimer ?? .now + turnSpacing)
                 let nap = until - ContinuousClock.now
                 if nap > .microseconds(20) { Self.sleep(nap) }
             }
 
-            // Poll: the wake eventfd and each client's socket.
+            // Poll: the wake eventfd and each client's socket, until the next timer (to the
+            // microsecond, ppoll: a timer 300 µs away is not rounded to a millisecond).
             fds.removeAll(keepingCapacity: true)
             fds.append(pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0))
             for client in clients {
                 let sock = mosquitto_socket(client.mosq)
                 fds.append(pollfd(fd: sock, events: Int16(POLLIN) | (mosquitto_want_write(client.mosq) ? Int16(POLLOUT) : 0), revents: 0))
             }
-            // To the microsecond (ppoll): a timer 300 µs away is not rounded to a millisecond.
             let timeout: Duration = shared.withLock { s in
                 if !s.jobs.isEmpty || !s.attaching.isEmpty || !s.detaching.isEmpty || s.stopping { return .zero }
-                guard let next = s.timers.map(\.at).min() else { return .milliseconds(100) }
-                return max(.zero, min(.milliseconds(100), next - ContinuousClock.now))
+                guard let next = s.nextTimer else { return Self.idleTimeout }
+                return max(.zero, min(Self.idleTimeout, next - ContinuousClock.now))
             }
             var wait = Self.timespec(timeout)
             let ready = fds.withUnsafeMutableBufferPointer { ppoll($0.baseAddress, nfds_t($0.count), &wait, nil) }
             // A wake: something to read, or a timer due (its turn does work). The idle
             // timeout is none: what arrives just after it is read at once.
-            if ready > 0 || timeout < .milliseconds(100) { lastWake = ContinuousClock.now }
+            if ready > 0 || timeout < Self.idleTimeout { lastWake = ContinuousClock.now }
             guard ready > 0 else { continue }
             if fds[0].revents & Int16(POLLIN) != 0 {
                 var count: UInt64 = 0
@@ -257,7 +265,7 @@ public final class PollLoop: SerialExecutor, TaskExecutor, @unchecked Sendable {
             }
             // Read every readable socket (callbacks run here and may enqueue jobs, which
             // the next turn runs before it writes).
-            handBack.removeAll()
+            handBack.removeAll(keepingCapacity: true)
             for (i, client) in clients.enumerated() {
                 let revents = fds[i + 1].revents
                 // With TLS a handshake or renegotiation goes on in libmosquitto's read, also
@@ -265,7 +273,7 @@ public final class PollLoop: SerialExecutor, TaskExecutor, @unchecked Sendable {
                 let tlsWritable = revents & Int16(POLLOUT) != 0 && client.configuration.tls != nil
                 if revents & Int16(POLLIN | POLLHUP | POLLERR) != 0 || tlsWritable, client.driveRead() != MOSQ_ERR_SUCCESS.rawValue {
                     handBack.append((i, client.lastDriveCode))
-                } else if revents & Int16(POLLOUT) != 0, client.driveWrite() != MOSQ_ERR_SUCCESS.rawValue {
+                } else if revents & Int16(POLLOUT) != 0, client.driveWrite(corked: true) != MOSQ_ERR_SUCCESS.rawValue {
                     handBack.append((i, client.lastDriveCode))
                 }
             }
@@ -283,6 +291,9 @@ public final class PollLoop: SerialExecutor, TaskExecutor, @unchecked Sendable {
         clients.removeAll()
         threadId.store(0, ordering: .releasing)
     }
+
+    /// The longest wait: the clients' keepalive and gates are looked at this often.
+    static let idleTimeout = Duration.milliseconds(100)
 
     /// Lets go of the clients at these indices, each with its code.
     private func handOver(_ list: [(Int, Int32)]) {

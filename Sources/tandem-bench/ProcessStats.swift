@@ -22,13 +22,9 @@ struct ProcessSample {
         // Fields after the command name: state is field 3, utime 14, stime 15.
         let fields = stat[stat.index(after: close)...].split(separator: " ")
         guard fields.count > 13, let utime = Double(fields[11]), let stime = Double(fields[12]) else { return nil }
-        func kB(_ key: String) -> Int {
-            for line in status.split(separator: "\n") where line.hasPrefix(key) {
-                return (Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "0") ?? 0) * 1024
-            }
-            return 0
-        }
-        var sample = ProcessSample(cpuSeconds: (utime + stime) / ticksPerSecond, rssBytes: kB("VmRSS:"), peakRssBytes: kB("VmHWM:"), at: monotonicNanos())
+        var sample = ProcessSample(
+            cpuSeconds: (utime + stime) / ticksPerSecond, rssBytes: field(status, "VmRSS:") * 1024,
+            peakRssBytes: field(status, "VmHWM:") * 1024, at: monotonicNanos())
         let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
         sample.threads = tasks.count
         for task in tasks {
@@ -42,10 +38,10 @@ struct ProcessSample {
         return sample
     }
 
-    /// The number after `key` at the start of a line.
+    /// The number after `key` at the start of a line ("VmRSS:\t  1234 kB": 1234).
     private static func field(_ text: String, _ key: String) -> Int {
         for line in text.split(separator: "\n") where line.hasPrefix(key) {
-            return Int(line.dropFirst(key.count).trimmingCharacters(in: .whitespaces)) ?? 0
+            return line.dropFirst(key.count).split(whereSeparator: { $0 == " " || $0 == "\t" }).first.flatMap { Int($0) } ?? 0
         }
         return 0
     }

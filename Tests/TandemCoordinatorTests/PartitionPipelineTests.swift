@@ -33,7 +33,7 @@ import TestSupport
 
     static func start(broker: MosquittoBroker, reorderWindowMs: Millis) async throws -> Parts {
         let directory = try makeTemporaryDirectory(prefix: "pipeline")
-        let thread = PollLoop(name: "test-pipeline")
+        let thread = try PollLoop(name: "test-pipeline")
         let store = try TandemStore.open(path: directory + "/tandem.sqlite", checkpoints: .separate, executor: thread)
         let reader = try store.queryReader()
         var configuration = CoordinatorConfiguration()

@@ -14,7 +14,7 @@ import TestSupport
     }
 
     @Test func aTaskThatPrefersTheLoopRunsOnItsThread() async throws {
-        let loop = PollLoop(name: "test-jobs")
+        let loop = try PollLoop(name: "test-jobs")
         defer { loop.stop() }
         let onLoop = await Task(executorPreference: loop) { loop.isOnLoopThread }.value
         #expect(onLoop)
@@ -28,7 +28,7 @@ import TestSupport
     }
 
     @Test func anActorOnTheLoopRunsOnItsThread() async throws {
-        let loop = PollLoop(name: "test-actor")
+        let loop = try PollLoop(name: "test-actor")
         defer { loop.stop() }
         let counter = LoopCounter(loop: loop)
         for _ in 0..<100 { await counter.add() }
@@ -37,7 +37,7 @@ import TestSupport
     }
 
     @Test func timersFireInOrderOnTheLoopThreadNoEarlierThanAsked() async throws {
-        let loop = PollLoop(name: "test-timers")
+        let loop = try PollLoop(name: "test-timers")
         defer { loop.stop() }
         let fired = Mutex<[(Int, Bool, ContinuousClock.Instant)]>([])
         let start = ContinuousClock.now
@@ -60,7 +60,7 @@ import TestSupport
 
     @Test func clientsOnOneLoopTalkToEachOtherWithCallbacksOnItsThread() async throws {
         try await withBroker(.open) { broker in
-            let loop = PollLoop(name: "test-clients")
+            let loop = try PollLoop(name: "test-clients")
             defer { loop.stop() }
             let a = try client(broker, loop: loop)
             let b = try client(broker, loop: loop)
@@ -88,7 +88,7 @@ import TestSupport
 
     @Test func aClientOnALoopReconnectsAfterTheBrokerRestarts() async throws {
         try await withBroker(.open) { broker in
-            let loop = PollLoop(name: "test-reconnect")
+            let loop = try PollLoop(name: "test-reconnect")
             defer { loop.stop() }
             let c = try client(broker, loop: loop, session: .persistent(expirySeconds: 600))
             let subscription = try await c.subscribe("back/#")
@@ -114,7 +114,7 @@ import TestSupport
 
     @Test func aClientOnALoopCutOffStopsAtOnceAndItsWillIsPublished() async throws {
         try await withBroker(.open) { broker in
-            let loop = PollLoop(name: "test-cut")
+            let loop = try PollLoop(name: "test-cut")
             defer { loop.stop() }
             let watcher = try client(broker, loop: nil)
             try await watcher.connect()
@@ -137,7 +137,7 @@ extension PollLoopTests {
     /// lost (not left waiting for a loop that will never drive it), and disconnects.
     @Test(.timeLimit(.minutes(1))) func aClientOfAStoppedLoopIsRefusedAndStillDisconnects() async throws {
         try await withBroker(.open) { broker in
-            let loop = PollLoop(name: "test-stopped")
+            let loop = try PollLoop(name: "test-stopped")
             loop.stop()
             await Task.detached { loop.waitUntilStopped() }.value
             let c = try client(broker, loop: loop)
@@ -152,7 +152,7 @@ extension PollLoopTests {
     /// A job that keeps enqueueing jobs does not keep the loop from its sockets.
     @Test(.timeLimit(.minutes(1))) func endlessJobsLeaveTheSocketsTheirTurn() async throws {
         try await withBroker(.open) { broker in
-            let loop = PollLoop(name: "test-busy")
+            let loop = try PollLoop(name: "test-busy")
             defer { loop.stop() }
             let a = try client(broker, loop: loop)
             try await a.connect()
