@@ -180,7 +180,8 @@ public final class PollLoop: SerialExecutor, TaskExecutor, @unchecked Sendable {
                 swap(&jobs, &s.jobs)
                 if let next = s.nextTimer, next <= .now {
                     let now = ContinuousClock.now
-                    due = s.timers.filter { $0.at <= now }
+                    // Several due in one turn (a late turn) fire in their deadlines' order.
+                    due = s.timers.filter { $0.at <= now }.sorted { $0.at < $1.at }
                     s.timers.removeAll { $0.at <= now }
                 }
                 guard !s.attaching.isEmpty else { return [] }
