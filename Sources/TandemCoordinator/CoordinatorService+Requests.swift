@@ -51,6 +51,14 @@ extension CoordinatorService {
         case .dmChanges:
             // Answered by the engine from memory (Engine.dmChangesResponse); never handed here.
             return ClientRequest.errorResponse(requestId: request.requestId, kind: request.kind.rawValue, .invalid("dmChanges is answered by the pipeline"))
+        case .roomHistory:
+            let roomId = request.roomId ?? ""
+            guard let page = try await store.roomHistory(room: roomId, user: user, before: request.before, limit: request.limit) else {
+                return ClientRequest.errorResponse(
+                    requestId: request.requestId, kind: request.kind.rawValue,
+                    Rejection(.notMember, "\(user) is not a member of room \(roomId), or it does not exist"))
+            }
+            return RoomHistory.response(requestId: request.requestId, roomId: roomId, epoch: store.epoch, page: page)
         case .logbook:
             let rows = try await store.logbook(user: user, limit: request.limit)
             let workouts: [JSON] = rows.map { row in

@@ -18,6 +18,8 @@ extension CoordinatorService {
         case queryFailed
         /// The store's answer for an id remembered only as a digest (`Engine.IdCheck`).
         case idChecked(Engine.IdCheck, Result<SeenId?, any Error>)
+        /// A room at a version, read from the history for a restore (`LeaderLoop.Action.loadRoom`).
+        case roomLoaded(RoomVersionRequest, Engine.RoomLoad)
         case shutdown
         /// The leader lease is gone (``LeaseFence``): stop at once, commit and publish nothing.
         case leaseLost(LeaseLoss)

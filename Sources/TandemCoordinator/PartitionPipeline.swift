@@ -236,6 +236,8 @@ final class PartitionPipeline {
             carryOut(loop.receive(.idCheckFailed(check), at: now))
         case .queryFailed:
             carryOut(loop.receive(.queryFailed, at: now))
+        case .roomLoaded(let request, let load):
+            carryOut(loop.receive(.roomLoaded(request, load), at: now))
         case .knownUsers(let users):
             carryOut(loop.receive(.knownUsers(users), at: now))
         case .tick:
@@ -315,10 +317,30 @@ final class PartitionPipeline {
                 queries.continuation.yield(query)
             case .checkId(let check):
                 idChecks.continuation.yield(check)
+            case .loadRoom(let request):
+                loadRoom(request)
             case .wake(let deadline):
                 timer.schedule(at: deadline)
             case .stop(let reason):
                 stop = reason
+            }
+        }
+    }
+
+    /// A restore's room at its version, read from the history off the pipeline's thread
+    /// (the partition waits for it: a restore is rare, and the read is a checkpoint and
+    /// at most ``RoomHistory/checkpointInterval`` rows).
+    private func loadRoom(_ request: RoomVersionRequest) {
+        let (reader, feed, logger) = (self.reader, self.feed, self.logger)
+        Task(executorPreference: globalConcurrentExecutor) {
+            do {
+                let stickers = try await reader.roomStickers(room: request.roomId, at: request.version)
+                feed.yield(.roomLoaded(request, stickers.map(Engine.RoomLoad.stickers) ?? .gone))
+            } catch {
+                logger.error("could not read a room's history for a restore", error: error, metadata: [
+                    "room": "\(request.roomId)", "version": "\(request.version)",
+                ])
+                feed.yield(.roomLoaded(request, .failed))
             }
         }
     }

@@ -85,6 +85,8 @@ public enum ReceiptCode: String, Codable, Sendable, CaseIterable {
     case memberNotFound = "member_not_found"
     case membersFull = "members_full"
     case unknownUser = "unknown_user"
+    // Room history (CONTRACT "Room history, restore and cursors").
+    case historyGone = "history_gone"
 }
 
 /// Why the coordinator refused something: a code for machines, a sentence for people.

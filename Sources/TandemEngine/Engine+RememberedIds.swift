@@ -130,8 +130,16 @@ extension Engine {
         if let retention = configuration.eventLogRetentionMs, pruned || !batch.events.isEmpty {
             batch.forgetEvents = ForgetEvents(before: wall - retention, limit: max(Self.forgetAtLeast, 2 * batch.events.count))
         }
+        // Room history goes with the event log's retention, looked at once a minute (each
+        // look reads every room's checkpoints from before the cutoff).
+        if let retention = configuration.eventLogRetentionMs, wall - lastHistoryForget >= Self.historyForgetIntervalMs {
+            lastHistoryForget = wall
+            batch.forgetHistory = ForgetHistory(before: wall - retention, limit: Self.historyForgetLimit)
+        }
         return number
     }
 
     static let forgetAtLeast = 200
+    static let historyForgetIntervalMs: Millis = 60_000
+    static let historyForgetLimit = 20_000
 }

@@ -27,6 +27,7 @@ extension Engine {
 
     mutating func applyRoomEvent(_ event: EditEvent, roomId: String, user: String, now: Millis, changes: inout BatchChanges) -> Receipt {
         unpackRoom(roomId)
+        checkpointIfFirst(roomId, changes: &changes)
         if event.type == .create, let room = rooms[roomId], room.members.role(of: user)?.mayEdit == true,
            room.stickerCount >= configuration.maxStickersPerRoom, room.sticker(event.stickerId) == nil, !room.isDeleted(event.stickerId) {
             return .rejected(id: event.eventId, kind: .room, Rejection(.roomFull, "room \(roomId) holds \(room.stickerCount) stickers, the most it may"), version: room.version)
@@ -41,16 +42,67 @@ extension Engine {
             // A room exists from its first accepted event; a refused one leaves no trace.
             var room = RoomState(roomId: roomId)
             applied = room.apply(event, from: user, now: now, lease: configuration.lockLeaseMs, rules: membershipRules, stamp: wall)
-            if applied.outcome.isAccepted { rooms[roomId] = room }
+            if applied.outcome.isAccepted {
+                rooms[roomId] = room
+                // Its history starts empty, at version 0: every version is restorable.
+                checkpoint(RoomState(roomId: roomId), changes: &changes)
+            }
         }
         guard applied.outcome.isAccepted else { return applied.outcome.receipt(id: event.eventId) }
         let room = rooms[roomId]!
         if let before, room.members != before, changes.membersBefore[roomId] == nil { changes.membersBefore[roomId] = before }
-        for change in applied.changes { changes.room(roomId, change) }
+        for change in applied.changes { changes.room(roomId, change, timestamp: event.timestamp) }
         metrics.lockExpiries += applied.expired.count
         trackLease(of: room)
         // The receipt's version: the room after everything the event did.
         return .accepted(id: event.eventId, kind: .room, version: room.version)
+    }
+
+    /// A restore (CONTRACT "Room history, restore and cursors"): refused by the rules that
+    /// need no history, else applied from the room as it was at its version once that is
+    /// read (``pendingRoomLoad``). nil: it must be read first.
+    mutating func applyRestore(_ event: EditEvent, roomId: String, user: String, changes: inout BatchChanges) -> Receipt? {
+        unpackRoom(roomId)
+        guard let room = rooms[roomId] else {
+            return .rejected(id: event.eventId, kind: .room, Rejection(.notMember, "room \(roomId) does not exist: restore needs a member"), version: nil)
+        }
+        if let rejection = room.checkRestore(event, from: user, rules: membershipRules) {
+            return .rejected(id: event.eventId, kind: .room, rejection, version: room.exists ? room.version : nil)
+        }
+        let request = RoomVersionRequest(roomId: roomId, version: event.restoreVersion ?? 0)
+        guard let load = roomLoads.removeValue(forKey: request) else {
+            pendingRoomLoad = request
+            return nil
+        }
+        switch load {
+        case .gone:
+            return .rejected(id: event.eventId, kind: .room, Rejection(.historyGone, "version \(request.version) of room \(roomId) is older than the history kept"), version: room.version)
+        case .failed:
+            return .rejected(id: event.eventId, kind: .room, .invalid("the coordinator could not read the room's history: send the restore again with a new eventId"), version: room.version)
+        case .stickers(let stickers):
+            checkpointIfFirst(roomId, changes: &changes)
+            let outcome = rooms[roomId]!.applyRestore(event, stickers: stickers, from: user)
+            guard case .accepted(let change) = outcome else { return outcome.receipt(id: event.eventId) }
+            changes.room(roomId, change, timestamp: event.timestamp)
+            // Replays never cross a restore: the room after it is a checkpoint.
+            checkpoint(rooms[roomId]!, changes: &changes)
+            trackLease(of: rooms[roomId]!)
+            return .accepted(id: event.eventId, kind: .room, version: change.version)
+        }
+    }
+
+    /// The room whole, as its history's checkpoint at its version.
+    mutating func checkpoint(_ room: RoomState, changes: inout BatchChanges) {
+        changes.checkpoints.append(RoomCheckpointRow(
+            roomId: room.roomId, version: room.version, loggedAt: changes.loggedAt, body: RoomHistory.checkpointBody(of: room)))
+        lastCheckpoint[room.roomId] = room.version
+    }
+
+    /// Before this engine's first change of a room that exists: a checkpoint of it as it
+    /// is (a room read at a start, or a partition's move, continues its history from there).
+    mutating func checkpointIfFirst(_ roomId: String, changes: inout BatchChanges) {
+        guard lastCheckpoint[roomId] == nil, let room = rooms[roomId], room.exists, !room.isClosed else { return }
+        checkpoint(room, changes: &changes)
     }
 
     /// Files the room's next lease deadline (entries that are no longer true are skipped
@@ -66,23 +118,33 @@ extension Engine {
         while let next = leaseDeadlines.min, next.at <= now {
             _ = leaseDeadlines.popMin()
             guard let deadline = rooms[next.roomId]?.nextLeaseDeadline, deadline <= now else { continue }
+            checkpointIfFirst(next.roomId, changes: &changes)
             let expired = rooms[next.roomId]!.expireLeases(now: now, stamp: wall)
-            for change in expired { changes.room(next.roomId, change) }
+            for change in expired { changes.room(next.roomId, change, timestamp: wall) }
             metrics.lockExpiries += expired.count
             trackLease(of: rooms[next.roomId]!)
         }
         for user in presence.takeExpired(now: now) {
             for roomId in rooms.keys.sorted() where rooms[roomId]!.stickers.contains(where: { $0.owner == user }) {
+                checkpointIfFirst(roomId, changes: &changes)
                 let expired = rooms[roomId]!.expireLocks(ownedBy: user, now: now, stamp: wall)
-                for change in expired { changes.room(roomId, change) }
+                for change in expired { changes.room(roomId, change, timestamp: wall) }
                 metrics.lockExpiries += expired.count
             }
         }
     }
 
-    func publishRooms(_ changes: BatchChanges, into step: inout Step) {
+    mutating func publishRooms(_ changes: BatchChanges, into step: inout Step) {
+        step.batch.roomHistory = changes.history
+        step.batch.roomCheckpoints = changes.checkpoints
         for roomId in changes.roomOrder {
             guard let room = rooms[roomId], let list = changes.rooms[roomId], !list.isEmpty else { continue }
+            // A checkpoint every so many versions bounds what a restore replays.
+            if !room.isClosed, room.version - (lastCheckpoint[roomId] ?? 0) >= RoomHistory.checkpointInterval {
+                step.batch.roomCheckpoints.append(RoomCheckpointRow(
+                    roomId: roomId, version: room.version, loggedAt: changes.loggedAt, body: RoomHistory.checkpointBody(of: room)))
+                lastCheckpoint[roomId] = room.version
+            }
             step.batch.entities.append(EntityRow(
                 kind: EntityKind.room, key: roomId, version: room.version,
                 body: room.persistedBytes(), updatedAt: room.updatedAt))

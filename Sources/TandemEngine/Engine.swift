@@ -115,6 +115,29 @@ public struct Engine: Sendable {
     /// What ingest decided that must be persisted with the next step (telemetry).
     var pendingBatch = StoreBatch()
 
+    /// Room history (``RoomHistory``): each room's latest checkpoint this engine wrote
+    /// (none yet: the first change writes one of the room as it was), and when expired
+    /// history was last forgotten.
+    var lastCheckpoint: [String: Int64] = [:]
+    var lastHistoryForget: Millis = 0
+    /// Released events that wait for a restore's room to be read from the history
+    /// (``pendingRoomLoad``), in order; applied first by the next step.
+    var held: [Buffered] = []
+    /// The room a held restore needs (``roomLoaded(_:_:)``); nil when none waits.
+    public internal(set) var pendingRoomLoad: RoomVersionRequest?
+    /// Rooms read for restores, until the restore that asked is applied.
+    var roomLoads: [RoomVersionRequest: RoomLoad] = [:]
+
+    /// What the store said of a room at a version.
+    public enum RoomLoad: Sendable, Equatable {
+        /// Its stickers right after that version, in creation order.
+        case stickers([Sticker])
+        /// The history no longer reaches that version (`history_gone`).
+        case gone
+        /// The store could not be read.
+        case failed
+    }
+
     public init(configuration: EngineConfiguration, epoch: String, now: Millis) {
         self.configuration = configuration
         self.topics = Topics(root: configuration.topicRoot)
@@ -472,7 +495,16 @@ public struct Engine: Sendable {
         consider(conversationSnapshotDue.values.min())
         consider(republishDue)
         if !pendingBatch.isEmpty { consider(0) }
+        // Events held for a restore go as soon as its room is read.
+        if !held.isEmpty, pendingRoomLoad == nil { consider(0) }
         return deadline
+    }
+
+    /// The store's answer to ``pendingRoomLoad``: the next step applies the held events.
+    public mutating func roomLoaded(_ request: RoomVersionRequest, _ load: RoomLoad) {
+        guard pendingRoomLoad == request else { return }
+        pendingRoomLoad = nil
+        roomLoads[request] = load
     }
 
     /// Applies what the reorder window lets go at `now`, runs expiry and pacing: one batch.
@@ -504,12 +536,24 @@ public struct Engine: Sendable {
         pendingBatch = StoreBatch()
         metrics.lateEvents = buffer.lateCount
         var receipts: [Publication] = []
-        var changes = BatchChanges()
+        var changes = BatchChanges(loggedAt: wall)
+        // Events held for a restore come first: they were released before these.
+        let items = held.isEmpty ? released : held + released
+        held = []
 
-        for item in released {
+        events: for (index, item) in items.enumerated() {
             let receipt: Receipt
             let target: String
             switch item.command {
+            case .room(let roomId, let event) where event.type == .restore:
+                target = roomId
+                guard let restored = applyRestore(event, roomId: roomId, user: item.user, changes: &changes) else {
+                    // Its room at that version must be read first: this and everything after
+                    // it waits (in order) for the next step.
+                    held = Array(items[index...])
+                    break events
+                }
+                receipt = restored
             case .room(let roomId, let event):
                 target = roomId
                 receipt = applyRoomEvent(event, roomId: roomId, user: item.user, now: now, changes: &changes)
@@ -534,7 +578,7 @@ public struct Engine: Sendable {
                     to: item.user, arrivedAt: item.arrival, target: target))
             }
         }
-        metrics.lastBatchSize = released.count
+        metrics.lastBatchSize = items.count - held.count
 
         expireLocks(now: now, changes: &changes)
         collectWorkoutSnapshots(now: now, changes: &changes)
@@ -551,17 +595,25 @@ public struct Engine: Sendable {
 
     /// What one step changed, so each room, conversation and workout is published once.
     struct BatchChanges {
+        /// The wall clock of the step: when its room history is logged.
+        var loggedAt: Millis
         var rooms: [String: [RoomChange]] = [:]
         var roomOrder: [String] = []
+        /// Every room change of the step, as its history keeps it, and the rooms whole
+        /// where a checkpoint is due (``RoomHistory``).
+        var history: [RoomHistoryRow] = []
+        var checkpoints: [RoomCheckpointRow] = []
         /// Rooms whose members changed: their members before the first change.
         var membersBefore: [String: RoomMembers] = [:]
         /// Each changed conversation's accepted commands, in order.
         var conversations: [ConversationKey: ConversationBatch] = [:]
         var workouts: Set<WorkoutKey> = []
 
-        mutating func room(_ roomId: String, _ change: RoomChange) {
+        /// `timestamp`: the event's (an expiry's time is its sticker's `updatedAt`).
+        mutating func room(_ roomId: String, _ change: RoomChange, timestamp: Millis) {
             if rooms[roomId] == nil { roomOrder.append(roomId) }
             rooms[roomId, default: []].append(change)
+            history.append(RoomHistoryRow(roomId: roomId, change: change, timestamp: timestamp, loggedAt: loggedAt))
         }
     }
 

@@ -38,6 +38,8 @@ public struct LeaderLoop {
         case idCheckFailed(Engine.IdCheck)
         /// A query could not be answered from the store.
         case queryFailed
+        /// The store's answer to ``Action/loadRoom(_:)``.
+        case roomLoaded(RoomVersionRequest, Engine.RoomLoad)
         /// The broker's users, read again (an invite of anyone else is `unknown_user`).
         case knownUsers(Set<String>)
         /// A deadline asked for with ``Action/wake(at:)`` may be due.
@@ -61,6 +63,9 @@ public struct LeaderLoop {
         case query(Engine.Query)
         /// Ask the store for this id's first copy (`.idChecked` or `.idCheckFailed`).
         case checkId(Engine.IdCheck)
+        /// Read this room at this version from the store's history (everything before it
+        /// is committed): answer `.roomLoaded`. No step is taken meanwhile.
+        case loadRoom(RoomVersionRequest)
         /// Send `.tick` at this tick, unless another input comes first.
         case wake(at: Millis)
         /// The term is over: carry out nothing more.
@@ -109,6 +114,8 @@ public struct LeaderLoop {
     private(set) var inFlight: InFlight?
     /// Answers given at once that wait for the batch in flight.
     private(set) var held: [Publication] = []
+    /// A ``Action/loadRoom(_:)`` is out: no step until it is answered.
+    private(set) var isLoadingRoom = false
     /// Until when the lease lets this process lead (a tick); nil: a term that never ends
     /// (the SQLite file's owner).
     private(set) var leaseDeadline: Millis?
@@ -165,6 +172,10 @@ public struct LeaderLoop {
             if phase == .leading { phase = .draining }
         case .leaseLost, .leaseRenewed:
             break  // taken in above
+        case .roomLoaded(let request, let load):
+            // Taken while draining too: the drain waits for it.
+            isLoadingRoom = false
+            engine.roomLoaded(request, load)
         case .message, .idChecked, .idCheckFailed, .queryFailed, .knownUsers, .tick:
             // Draining: nothing new is taken (no receipt was sent for it; it is resent).
             guard phase == .leading else { break }
@@ -187,7 +198,7 @@ public struct LeaderLoop {
             engine.metrics.errors += 1
         case .knownUsers(let users):
             engine.setKnownUsers(users)
-        case .tick, .committed, .commitFailed, .leaseRenewed, .leaseLost, .shutdown:
+        case .tick, .committed, .commitFailed, .leaseRenewed, .leaseLost, .shutdown, .roomLoaded:
             break
         }
     }
@@ -204,22 +215,39 @@ public struct LeaderLoop {
     /// With no commit in flight: the next step if one is due (the whole flush when
     /// draining), and the next wake.
     private mutating func advance(at now: Engine.Now, into actions: inout [Action]) {
-        guard !isCommitting else { return }
+        guard !isCommitting, !isLoadingRoom else { return }
         switch phase {
         case .leading:
-            if let deadline = engine.nextDeadline, deadline <= now.tick {
+            if engine.pendingRoomLoad == nil, let deadline = engine.nextDeadline, deadline <= now.tick {
                 take(engine.step(at: now), isFinal: false, into: &actions)
             }
+            // A restore waits for its room at a version: read once the step before it is
+            // committed (so the history holds every version up to it).
+            if requestRoomLoad(into: &actions) { return }
             // While a batch commits, its completion wakes the next step: a wake for a
             // deadline already due would only spin.
             if !isCommitting, let deadline = engine.nextDeadline {
                 actions.append(.wake(at: deadline))
             }
         case .draining:
-            take(engine.flush(at: now), isFinal: true, into: &actions)
+            if requestRoomLoad(into: &actions) { return }
+            let step = engine.flush(at: now)
+            take(step, isFinal: engine.pendingRoomLoad == nil, into: &actions)
+            _ = requestRoomLoad(into: &actions)
         case .stopped:
             break
         }
+    }
+
+    /// With nothing committing: asks for the room a held restore needs. True when it did
+    /// (or one is out already).
+    private mutating func requestRoomLoad(into actions: inout [Action]) -> Bool {
+        guard !isCommitting, let request = engine.pendingRoomLoad else { return isLoadingRoom }
+        if !isLoadingRoom {
+            isLoadingRoom = true
+            actions.append(.loadRoom(request))
+        }
+        return true
     }
 
     private mutating func take(_ step: Engine.Step, isFinal: Bool, into actions: inout [Action]) {

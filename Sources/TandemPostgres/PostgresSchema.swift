@@ -103,6 +103,22 @@ enum PostgresSchema {
             "CREATE TABLE partition_commit(partition INT PRIMARY KEY, term BIGINT NOT NULL, batch BIGINT NOT NULL)",
             "CREATE TABLE coordinator_process(instance TEXT PRIMARY KEY, expires_at TIMESTAMPTZ NOT NULL)",
         ]),
+        // Room history (the same tables as SQLite's migration 5, `RoomHistory`).
+        Migration(version: 4, name: "room history", statements: [
+            """
+            CREATE TABLE room_history(
+                room_id TEXT NOT NULL, version BIGINT NOT NULL, event_id TEXT, user_id TEXT, type TEXT NOT NULL,
+                sticker_id TEXT, at BIGINT NOT NULL, logged_at BIGINT NOT NULL, image TEXT,
+                x DOUBLE PRECISION, y DOUBLE PRECISION, width DOUBLE PRECISION, height DOUBLE PRECISION,
+                PRIMARY KEY(room_id, version))
+            """,
+            """
+            CREATE TABLE room_checkpoints(
+                room_id TEXT NOT NULL, version BIGINT NOT NULL, logged_at BIGINT NOT NULL, body BYTEA NOT NULL,
+                PRIMARY KEY(room_id, version))
+            """,
+            "CREATE INDEX room_checkpoints_by_time ON room_checkpoints(logged_at)",
+        ]),
     ]
 
     static var latestVersion: Int32 { migrations.last?.version ?? 0 }

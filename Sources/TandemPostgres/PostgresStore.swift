@@ -386,6 +386,46 @@ public actor PostgresStore: CoordinatorStore {
                         m.map { Int64($0.position) }))
             }
         }
+        if let forget = batch.forgetHistory {
+            // Each room's newest checkpoint logged before the cutoff stays; what is below it goes.
+            try await run(connection, """
+                WITH keep AS (SELECT room_id, max(version) AS version FROM room_checkpoints WHERE logged_at < $1 GROUP BY room_id)
+                DELETE FROM room_history WHERE (room_id, version) IN (
+                    SELECT h.room_id, h.version FROM keep JOIN room_history h ON h.room_id = keep.room_id AND h.version < keep.version
+                    LIMIT $2)
+                """, binds(forget.before, Int64(forget.limit)))
+            try await run(connection, """
+                WITH keep AS (SELECT room_id, max(version) AS version FROM room_checkpoints WHERE logged_at < $1 GROUP BY room_id)
+                DELETE FROM room_checkpoints c USING keep WHERE c.room_id = keep.room_id AND c.version < keep.version
+                """, binds(forget.before))
+        }
+        if !batch.roomHistory.isEmpty {
+            let h = Self.lastPerKey(batch.roomHistory) { "\($0.roomId)\u{1}\($0.version)" }
+            let nan = Double.nan
+            try await run(connection, """
+                INSERT INTO room_history(room_id, version, event_id, user_id, type, sticker_id, at, logged_at, image, x, y, width, height)
+                SELECT r, v, NULLIF(e, ''), NULLIF(u, ''), t, NULLIF(s, ''), a, l, NULLIF(i, ''), NULLIF(x, 'NaN'::float8),
+                       NULLIF(y, 'NaN'::float8), NULLIF(w, 'NaN'::float8), NULLIF(hh, 'NaN'::float8)
+                FROM unnest($1::text[], $2::int8[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int8[], $8::int8[],
+                            $9::text[], $10::float8[], $11::float8[], $12::float8[], $13::float8[]) AS x0(r, v, e, u, t, s, a, l, i, x, y, w, hh)
+                ON CONFLICT (room_id, version) DO UPDATE SET
+                    event_id = excluded.event_id, user_id = excluded.user_id, type = excluded.type, sticker_id = excluded.sticker_id,
+                    at = excluded.at, logged_at = excluded.logged_at, image = excluded.image,
+                    x = excluded.x, y = excluded.y, width = excluded.width, height = excluded.height
+                """, binds(
+                    h.map(\.roomId), h.map(\.version), h.map { $0.eventId ?? "" }, h.map { $0.userId ?? "" },
+                    h.map(\.type.rawValue), h.map { $0.stickerId ?? "" }, h.map(\.timestamp), h.map(\.loggedAt),
+                    h.map { $0.image ?? "" }, h.map { $0.frame?.x ?? nan }, h.map { $0.frame?.y ?? nan },
+                    h.map { $0.frame?.width ?? nan }, h.map { $0.frame?.height ?? nan }))
+        }
+        if !batch.roomCheckpoints.isEmpty {
+            let c = Self.lastPerKey(batch.roomCheckpoints) { "\($0.roomId)\u{1}\($0.version)" }
+            try await run(connection, """
+                INSERT INTO room_checkpoints(room_id, version, logged_at, body)
+                SELECT * FROM unnest($1::text[], $2::int8[], $3::int8[], $4::bytea[])
+                ON CONFLICT (room_id, version) DO UPDATE SET logged_at = excluded.logged_at, body = excluded.body
+                """, binds(c.map(\.roomId), c.map(\.version), c.map(\.loggedAt), c.map { ByteBuffer(bytes: $0.body) }))
+        }
         if !batch.logbook.isEmpty {
             let l = Self.lastPerKey(batch.logbook) { "\($0.userId)\u{1}\($0.workoutId)" }
             let nan = Double.nan
@@ -535,6 +575,54 @@ public actor PostgresStore: CoordinatorStore {
             return LogbookRow(userId: u, workoutId: w, startedAt: s, endedAt: e, origin: o, mode: m, distance: d,
                               elapsedTime: t, averagePace: pace, averageHeartRate: average, maxHeartRate: max)
         }
+    }
+
+    // MARK: Room history
+
+    static let selectHistoryRow = """
+        SELECT room_id, version, event_id, user_id, type, sticker_id, at, logged_at, image, x, y, width, height FROM room_history
+        """
+
+    static func historyRow(_ row: PostgresRow) throws -> RoomHistoryRow {
+        let (roomId, version, eventId, userId, type, stickerId, at, loggedAt, image, x, y, width, height) = try row.decode(
+            (String, Int64, String?, String?, String, String?, Int64, Int64, String?, Double?, Double?, Double?, Double?).self)
+        var frame: Frame?
+        if let x, let y, let width, let height { frame = Frame(x: x, y: y, width: width, height: height) }
+        return RoomHistoryRow(
+            roomId: roomId, version: version, eventId: eventId, userId: userId, type: try value(type, column: "room_history.type"),
+            stickerId: stickerId, timestamp: at, loggedAt: loggedAt, image: image, frame: frame)
+    }
+
+    public func roomHistory(room: String, user: String, before: Int64?, limit: Int) async throws -> RoomHistoryPage? {
+        // One statement: the membership, the version and the oldest checkpoint agree.
+        let head = try await rows(
+            """
+            SELECT e.version, (SELECT min(version) FROM room_checkpoints WHERE room_id = $1)
+            FROM entities e WHERE e.kind = 'room' AND e.key = $1
+              AND EXISTS (SELECT 1 FROM room_members WHERE room_id = $1 AND user_id = $2)
+            """, binds(room, user), "read the history of room \(room)"
+        ) { row in try row.decode((Int64, Int64?).self) }
+        guard let (version, oldest) = head.first else { return nil }
+        let entries = try await rows(
+            "\(Self.selectHistoryRow) WHERE room_id = $1 AND version < $2 ORDER BY version DESC LIMIT $3",
+            binds(room, before ?? .max, Int64(limit)), "read the history of room \(room)", Self.historyRow)
+        return RoomHistoryPage(version: version, oldest: oldest ?? version, entries: entries)
+    }
+
+    public func roomStickers(room: String, at version: Int64) async throws -> [Sticker]? {
+        let checkpoints = try await rows(
+            "SELECT version, body FROM room_checkpoints WHERE room_id = $1 AND version <= $2 ORDER BY version DESC LIMIT 1",
+            binds(room, version), "read room \(room) at version \(version)"
+        ) { row in
+            let (from, body) = try row.decode((Int64, ByteBuffer).self)
+            return (from, Array(body.readableBytesView))
+        }
+        guard let (from, body) = checkpoints.first else { return nil }
+        let history = try await rows(
+            "\(Self.selectHistoryRow) WHERE room_id = $1 AND version > $2 AND version <= $3 ORDER BY version",
+            binds(room, from, version), "read room \(room) at version \(version)", Self.historyRow)
+        guard history.count == version - from else { return nil }
+        return RoomHistory.replay(try RoomHistory.stickers(inCheckpoint: body), rows: history)
     }
 
     public func eventLog(after seq: Int64, limit: Int) async throws -> [EventLogRow] {

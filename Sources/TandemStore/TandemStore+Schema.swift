@@ -104,6 +104,12 @@ extension TandemStore {
                 """)
             try db.execute(RoomMembersUpgrade.fill)
         },
+        // Room history (CONTRACT "Room history, restore and cursors"): a row per change
+        // and the room whole now and then (`RoomHistory`). Rooms made before it start
+        // their history with the first change after it.
+        Migration(version: 5, name: "room history") { db in
+            try db.execute(RoomHistorySchema.sqlite)
+        },
     ]
 
     /// 16 lowercase hex digits from the system's secure generator.

@@ -236,6 +236,23 @@ public actor TandemStore {
                     ])
                 }
             }
+            if let forget = batch.forgetHistory {
+                try db.run(RoomHistorySchema.forgetRows, [.integer(forget.before), .integer(Int64(forget.limit))])
+                try db.run(RoomHistorySchema.forgetCheckpoints, [.integer(forget.before)])
+            }
+            for row in batch.roomHistory {
+                try db.run(RoomHistorySchema.insertRow, [
+                    .text(row.roomId), .integer(row.version), .optional(row.eventId), .optional(row.userId),
+                    .text(row.type.rawValue), .optional(row.stickerId), .integer(row.timestamp), .integer(row.loggedAt),
+                    .optional(row.image), .optional(row.frame?.x), .optional(row.frame?.y), .optional(row.frame?.width),
+                    .optional(row.frame?.height),
+                ])
+            }
+            for checkpoint in batch.roomCheckpoints {
+                try db.run(RoomHistorySchema.insertCheckpoint, [
+                    .text(checkpoint.roomId), .integer(checkpoint.version), .integer(checkpoint.loggedAt), .blob(checkpoint.body),
+                ])
+            }
             for row in batch.logbook {
                 try db.run(Self.upsertLogbook, [
                     .text(row.userId), .text(row.workoutId), .integer(row.startedAt), .integer(row.endedAt),
@@ -488,6 +505,54 @@ public actor TandemStore {
                        averagePace: row.optionalDouble(8), averageHeartRate: row.optionalDouble(9),
                        maxHeartRate: row.optionalDouble(10))
         }
+    }
+
+    // MARK: Room history
+
+    /// A page of a room's history for a member, read in one read transaction (the
+    /// membership, the version, the oldest checkpoint and the rows agree).
+    public func roomHistory(room: String, user: String, before: Int64?, limit: Int) throws -> RoomHistoryPage? {
+        try readTransaction {
+            guard try connection.queryOne(RoomHistorySchema.isMember, [.text(room), .text(user)], { _ in true }) == true,
+                  let version = try connection.queryOne(RoomHistorySchema.roomVersion, [.text(room)], { $0.int64(0) }) else { return nil }
+            let oldest = try connection.queryOne(RoomHistorySchema.oldestCheckpoint, [.text(room)]) { $0.optionalInt64(0) } ?? nil
+            let entries = try connection.query(
+                "\(RoomHistorySchema.selectRow) WHERE room_id = ?1 AND version < ?2 ORDER BY version DESC LIMIT ?3",
+                [.text(room), .integer(before ?? .max), .integer(Int64(limit))], Self.historyRow)
+            return RoomHistoryPage(version: version, oldest: oldest ?? version, entries: entries)
+        }
+    }
+
+    /// The room's stickers right after `version`: its latest checkpoint at or below it and
+    /// the rows after it, replayed; nil when the history no longer holds them all.
+    public func roomStickers(room: String, at version: Int64) throws -> [Sticker]? {
+        try readTransaction {
+            guard let (from, body) = try connection.queryOne(RoomHistorySchema.checkpointAtOrBelow, [.text(room), .integer(version)], {
+                ($0.int64(0), $0.blob(1))
+            }) else { return nil }
+            let rows = try connection.query(
+                "\(RoomHistorySchema.selectRow) WHERE room_id = ?1 AND version > ?2 AND version <= ?3 ORDER BY version",
+                [.text(room), .integer(from), .integer(version)], Self.historyRow)
+            guard rows.count == version - from else { return nil }
+            return RoomHistory.replay(try RoomHistory.stickers(inCheckpoint: body), rows: rows)
+        }
+    }
+
+    static func historyRow(_ row: SQLiteRow) throws -> RoomHistoryRow {
+        let frame: Frame? = row.isNull(9) ? nil : Frame(x: row.double(9), y: row.double(10), width: row.double(11), height: row.double(12))
+        return RoomHistoryRow(
+            roomId: row.text(0), version: row.int64(1), eventId: row.optionalText(2), userId: row.optionalText(3),
+            type: try decode(row.text(4), column: "room_history.type"), stickerId: row.optionalText(5), timestamp: row.int64(6),
+            loggedAt: row.int64(7), image: row.optionalText(8), frame: frame)
+    }
+
+    /// `body` inside `BEGIN` ... `COMMIT` (deferred: a reader's snapshot, no lock taken up
+    /// front), so that several reads see one commit.
+    private func readTransaction<T>(_ body: () throws -> T) throws -> T {
+        guard !connection.isInTransaction else { return try body() }
+        try connection.execute("BEGIN")
+        defer { try? connection.execute("COMMIT") }
+        return try body()
     }
 
     private static func decode<T: RawRepresentable<String>>(_ text: String, column: String) throws -> T {

@@ -10,6 +10,9 @@ public struct ClientRequest: Sendable, Equatable {
         /// One conversation's changes since a version: how a client fills a gap in one
         /// round trip. Answered from the coordinator's memory, not the store.
         case dmChanges
+        /// A room's changes, newest first, and the oldest version a restore can reach
+        /// (CONTRACT "Room history, restore and cursors").
+        case roomHistory
     }
 
     public static let defaultLimit = 50
@@ -19,8 +22,11 @@ public struct ClientRequest: Sendable, Equatable {
     public var kind: Kind
     /// dmHistory: the other participant.
     public var peer: String?
-    /// dmHistory: only messages sent strictly before this time.
+    /// dmHistory: only messages sent strictly before this time; roomHistory: only
+    /// changes with a version below this one.
     public var before: Millis?
+    /// roomHistory: the room.
+    public var roomId: String?
     public var limit: Int
     /// dmChanges: the version the client holds.
     public var since: Int64?
@@ -29,8 +35,9 @@ public struct ClientRequest: Sendable, Equatable {
 
     public init(
         requestId: String, kind: Kind, peer: String? = nil, before: Millis? = nil, limit: Int = ClientRequest.defaultLimit,
-        since: Int64? = nil, epoch: String? = nil
+        since: Int64? = nil, epoch: String? = nil, roomId: String? = nil
     ) {
+        self.roomId = roomId
         self.requestId = requestId
         self.kind = kind
         self.peer = peer
@@ -54,6 +61,10 @@ public struct ClientRequest: Sendable, Equatable {
                 request.peer = try reader.identifier("peer")
                 if reader.has("before") { request.before = try reader.int64("before") }
             }
+            if kind == .roomHistory {
+                request.roomId = try reader.identifier("roomId")
+                if reader.has("before") { request.before = try reader.int64("before") }
+            }
             if kind == .dmChanges {
                 request.peer = try reader.identifier("peer")
                 let since = try reader.int64("since")
@@ -67,6 +78,7 @@ public struct ClientRequest: Sendable, Equatable {
 
     public var json: JSON {
         var members: [JSON.Member] = [.init("requestId", .string(requestId)), .init("type", .string(kind.rawValue))]
+        if let roomId { members.append(.init("roomId", .string(roomId))) }
         if let peer { members.append(.init("peer", .string(peer))) }
         if let before { members.append(.init("before", .int(before))) }
         if let since { members.append(.init("since", .int(since))) }

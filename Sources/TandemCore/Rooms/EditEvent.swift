@@ -6,14 +6,19 @@ public struct EditEvent: Sendable, Equatable {
     public enum Kind: String, Sendable, CaseIterable {
         case create, acquire, update, release, delete
         case invite, remove, role, leave
+        /// The room back as it was at a version (CONTRACT "Room history, restore and cursors").
+        case restore
 
         /// invite, remove, role and leave: they name a member, not a sticker.
         public var isMembership: Bool {
             switch self {
             case .invite, .remove, .role, .leave: true
-            case .create, .acquire, .update, .release, .delete: false
+            case .create, .acquire, .update, .release, .delete, .restore: false
             }
         }
+
+        /// Events that name a sticker (all but membership events and restore).
+        public var namesSticker: Bool { !isMembership && self != .restore }
     }
 
     public var eventId: String
@@ -30,6 +35,8 @@ public struct EditEvent: Sendable, Equatable {
     public var member: String?
     /// The role an invite (default editor) or role event gives; nil otherwise.
     public var role: MemberRole?
+    /// A restore's version: the room becomes what it was right after it. nil otherwise.
+    public var restoreVersion: Int64?
 
     public init(eventId: String, type: Kind, stickerId: String, timestamp: Millis, image: String? = nil, frame: Frame? = nil) {
         self.eventId = eventId
@@ -38,6 +45,15 @@ public struct EditEvent: Sendable, Equatable {
         self.timestamp = timestamp
         self.image = image
         self.frame = frame
+    }
+
+    /// A restore of the room to what it was right after `version`.
+    public init(eventId: String, restoringTo version: Int64, timestamp: Millis) {
+        self.eventId = eventId
+        type = .restore
+        stickerId = ""
+        self.timestamp = timestamp
+        restoreVersion = version
     }
 
     /// A membership event: `invite`, `remove` and `role` name `member`; `invite` and
@@ -75,6 +91,21 @@ extension EditEvent {
             image = nil
             frame = nil
             try readMembership(reader)
+            return
+        }
+        if type == .restore {
+            // stickerId is not used: whatever it holds is ignored.
+            stickerId = ""
+            timestamp = try reader.int64("timestamp")
+            guard timestamp >= 0 else { throw .invalid("timestamp must not be negative") }
+            guard reader.has("version") else { throw .invalid("version is required for restore") }
+            let version = try reader.int64("version")
+            guard version >= 1 else { throw .invalid("version must be at least 1, not \(version)") }
+            restoreVersion = version
+            image = nil
+            frame = nil
+            member = nil
+            role = nil
             return
         }
         stickerId = try reader.identifier("stickerId")
@@ -136,8 +167,9 @@ extension EditEvent {
             .init("eventId", .string(eventId)),
             .init("type", .string(type.rawValue)),
         ]
-        if !type.isMembership { members.append(.init("stickerId", .string(stickerId))) }
+        if type.namesSticker { members.append(.init("stickerId", .string(stickerId))) }
         members.append(.init("timestamp", .int(timestamp)))
+        if let restoreVersion { members.append(.init("version", .int(restoreVersion))) }
         if let image { members.append(.init("image", .string(image))) }
         if let frame { members.append(.init("frame", frame.json())) }
         if let member { members.append(.init("member", .string(member))) }

@@ -4,11 +4,13 @@ public struct RoomChange: Sendable, Equatable {
     public enum Kind: String, Sendable, CaseIterable {
         case create, acquire, update, release, delete, expire
         case invite, remove, role, leave
+        /// The room back as it was right after `restoredFrom`: `stickers` is the whole list.
+        case restore
 
         public var isMembership: Bool {
             switch self {
             case .invite, .remove, .role, .leave: true
-            case .create, .acquire, .update, .release, .delete, .expire: false
+            case .create, .acquire, .update, .release, .delete, .expire, .restore: false
             }
         }
     }
@@ -32,6 +34,10 @@ public struct RoomChange: Sendable, Equatable {
     public var role: MemberRole?
     /// A leave of the owner: who ownership passed to (written as `"owner"`).
     public var newOwner: String?
+    /// A restore: the version the room was restored to.
+    public var restoredFrom: Int64?
+    /// A restore: every sticker after it, in creation order.
+    public var stickers: [Sticker]?
 
     public init(version: Int64, eventId: String?, userId: String?, type: Kind, stickerId: String, sticker: Sticker?) {
         self.version = version
@@ -49,9 +55,29 @@ public struct RoomChange: Sendable, Equatable {
         self.role = role
     }
 
+    /// A restore: the room's stickers became `stickers`, as they were right after `from`.
+    public init(version: Int64, eventId: String, userId: String, restoredFrom from: Int64, stickers: [Sticker]) {
+        self.init(version: version, eventId: eventId, userId: userId, type: .restore, stickerId: "", sticker: nil)
+        restoredFrom = from
+        self.stickers = stickers
+    }
+
     /// `{"version","eventId","userId","type","stickerId","sticker"}`, nulls written out;
-    /// a membership change adds `"member","role"`, with `stickerId` and `sticker` null.
+    /// a membership change adds `"member","role"`, with `stickerId` and `sticker` null;
+    /// a restore adds `"restoredFrom","stickers"`, with `stickerId` and `sticker` null.
     public func json() -> JSON {
+        if type == .restore {
+            return .object([
+                .init("version", .int(version)),
+                .init("eventId", JSON(eventId)),
+                .init("userId", JSON(userId)),
+                .init("type", .string(type.rawValue)),
+                .init("stickerId", .null),
+                .init("sticker", .null),
+                .init("restoredFrom", restoredFrom.map(JSON.int) ?? .null),
+                .init("stickers", .array((stickers ?? []).map { $0.json() })),
+            ])
+        }
         if type.isMembership {
             var members: [JSON.Member] = [
                 .init("version", .int(version)),
@@ -88,6 +114,14 @@ public struct RoomChange: Sendable, Equatable {
         member = try reader.optionalString("member")
         role = reader.has("role") ? try reader.oneOf("role", MemberRole.self) : nil
         newOwner = type == .leave ? try reader.optionalString("owner") : nil
+        if type == .restore {
+            restoredFrom = try reader.int64("restoredFrom")
+            guard case .array(let items)? = json["stickers"] else { throw .invalid("stickers must be an array") }
+            var list: [Sticker] = []
+            list.reserveCapacity(items.count)
+            for item in items { list.append(try Sticker(json: item)) }
+            stickers = list
+        }
         if let value = json["sticker"], !value.isNull {
             sticker = try Sticker(json: value)
         } else {

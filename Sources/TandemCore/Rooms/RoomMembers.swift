@@ -140,7 +140,7 @@ public enum MembershipRules {
             return Rejection(.notMember, "\(user) is not a member of this room")
         }
         switch event.type {
-        case .create, .acquire, .update, .release, .delete:
+        case .create, .acquire, .update, .release, .delete, .restore:
             return role.mayEdit ? nil : Rejection(.forbidden, "\(user) is a viewer of this room and may not edit it")
         case .leave:
             return nil

@@ -149,6 +149,12 @@ public struct RoomReplica: Sendable {
                 applyMembership(change)
                 continue
             }
+            if change.type == .restore {
+                confirmed = change.stickers ?? []
+                reindex()
+                for id in Set(overlay.keys) { recompute(id) }
+                continue
+            }
             if let sticker = change.sticker {
                 if let index = confirmedIndex[change.stickerId] {
                     confirmed[index] = sticker
@@ -182,7 +188,7 @@ public struct RoomReplica: Sendable {
         case .remove, .leave:
             members.removeAll { $0.userId == member }
             if let heir = change.newOwner, let index = members.firstIndex(where: { $0.userId == heir }) { members[index].role = .owner }
-        case .create, .acquire, .update, .release, .delete, .expire:
+        case .create, .acquire, .update, .release, .delete, .expire, .restore:
             return
         }
     }
@@ -201,7 +207,7 @@ public struct RoomReplica: Sendable {
             var sticker = current!
             sticker.apply(event, by: user)
             return (sticker, nil)
-        case .invite, .remove, .role, .leave:
+        case .invite, .remove, .role, .leave, .restore:
             return (current, nil)
         }
     }

@@ -192,7 +192,7 @@ public struct RoomState: Sendable {
             change = RoomChange(version: version, eventId: event.eventId, userId: user, type: .leave, member: user, role: role)
             change.newOwner = heir
             if members.isEmpty { closeRoom() }
-        case .create, .acquire, .update, .release, .delete:
+        case .create, .acquire, .update, .release, .delete, .restore:
             preconditionFailure("\(event.type) is not a membership event")
         }
         return .accepted(change)
@@ -266,10 +266,58 @@ public struct RoomState: Sendable {
                 setLease(position, deadline: Self.deadline(now: now, lease: lease))
                 kind = event.type == .acquire ? .acquire : .update
             }
-        case .invite, .remove, .role, .leave:
-            preconditionFailure("StickerRules refuses membership events")
+        case .invite, .remove, .role, .leave, .restore:
+            preconditionFailure("StickerRules refuses membership events and restores")
         }
         return .accepted(RoomChange(version: version, eventId: event.eventId, userId: user, type: kind, stickerId: id, sticker: after))
+    }
+
+    // MARK: Restore
+
+    /// Why a restore from `user` to its version cannot be applied to this room as it is
+    /// (the rules that need no history): nil when it may, once the room at that version is
+    /// known. A room that does not exist or is closed: `not_member`; a viewer:
+    /// `forbidden`; a version not below the current one: `invalid_payload`.
+    public func checkRestore(_ event: EditEvent, from user: String, rules: MembershipRules.Context) -> Rejection? {
+        guard exists else { return Rejection(.notMember, "room \(roomId) does not exist: restore needs a member") }
+        guard !isClosed else { return Rejection(.notMember, "room \(roomId) is closed: its last member left") }
+        if let rejection = MembershipRules.check(event, members: members, from: user, context: rules) { return rejection }
+        let target = event.restoreVersion ?? 0
+        guard target >= 1, target < version else {
+            return .invalid("version must be between 1 and \(version - 1) (the room is at version \(version)), not \(target)")
+        }
+        return nil
+    }
+
+    /// Applies a restore that ``checkRestore(_:from:rules:)`` let through: the stickers
+    /// become exactly `stickers` (the room right after the event's version, in creation
+    /// order), every lock released, each sticker's `updatedBy` and `updatedAt` the
+    /// restore's; stickers live now and not in `stickers` are deleted (tombstoned), and
+    /// deleted ones in `stickers` come back. One version, one `restore` change.
+    public mutating func applyRestore(_ event: EditEvent, stickers restored: [Sticker], from user: String) -> RoomOutcome {
+        var restoredIds = Set<String>()
+        restoredIds.reserveCapacity(restored.count)
+        for sticker in restored { restoredIds.insert(sticker.id) }
+        for slot in slots where slot.isLive && !restoredIds.contains(slot.sticker.id) {
+            tombstones.insert(slot.sticker.id)
+        }
+        tombstones.subtract(restoredIds)
+        slots = restored.map { sticker in
+            var sticker = sticker
+            sticker.owner = nil
+            sticker.updatedBy = user
+            sticker.updatedAt = event.timestamp
+            return Slot(sticker: sticker)
+        }
+        deadSlots = 0
+        positions = [:]
+        positions.reserveCapacity(slots.count)
+        for (index, slot) in slots.enumerated() { positions[slot.sticker.id] = index }
+        leaseQueue = MonotoneQueue()
+        leaseCount = 0
+        version += 1
+        updatedAt = event.timestamp
+        return .accepted(RoomChange(version: version, eventId: event.eventId, userId: user, restoredFrom: event.restoreVersion ?? 0, stickers: stickers))
     }
 
     // MARK: Lock expiry

@@ -15,6 +15,8 @@ enum StickerRules {
         switch (event.type, subject) {
         case (.invite, _), (.remove, _), (.role, _), (.leave, _):
             return .invalid("\(event.type.rawValue) is a membership event, not an edit of a sticker")
+        case (.restore, _):
+            return .invalid("restore changes the whole room, not one sticker")
         case (.create, .absent):
             guard event.image != nil else { return .invalid("image is required for create") }
             guard event.frame != nil else { return .invalid("frame is required for create") }
@@ -66,7 +68,7 @@ extension Sticker {
             if let image = event.image { self.image = image }
         case .release:
             owner = nil
-        case .create, .delete, .invite, .remove, .role, .leave:
+        case .create, .delete, .invite, .remove, .role, .leave, .restore:
             return
         }
         updatedBy = user

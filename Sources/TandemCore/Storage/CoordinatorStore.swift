@@ -48,6 +48,13 @@ public protocol CoordinatorStore: Actor {
     func messages(conversation: String, before sentAt: Millis?, limit: Int) async throws -> [DMMessageRow]
     /// A user's finished workouts, newest first, at most `limit`.
     func logbook(user: String, limit: Int) async throws -> [LogbookRow]
+    /// A page of a room's history for `user`: changes below `before` (all when nil),
+    /// newest first, at most `limit`; nil when the room does not exist, is closed or
+    /// `user` is not its member.
+    func roomHistory(room: String, user: String, before: Int64?, limit: Int) async throws -> RoomHistoryPage?
+    /// The room's stickers right after `version` (``RoomHistory``), nil when its history
+    /// no longer reaches that version. Read where the pipeline's commits are visible.
+    func roomStickers(room: String, at version: Int64) async throws -> [Sticker]?
     /// A store for the queries alone, beside this one (a connection of its own), so a
     /// flood of history requests never holds up anyone's events.
     func queryReader() async throws -> any CoordinatorStore

@@ -240,10 +240,17 @@ public struct StoreBatch: Sendable, Equatable {
     public var logbook: [LogbookRow]
     /// Rooms whose members changed, each with its whole member list after the batch.
     public var roomMembers: [RoomMembersRow]
+    /// Every room change of the batch, and the rooms whole where a checkpoint is due
+    /// (``RoomHistory``).
+    public var roomHistory: [RoomHistoryRow]
+    public var roomCheckpoints: [RoomCheckpointRow]
+    /// Room history past the retention, to delete.
+    public var forgetHistory: ForgetHistory?
 
     public init(forgetSeenIds: ForgetSeenIds? = nil, forgetEvents: ForgetEvents? = nil, seenIds: [SeenId] = [], events: [EventLogRow] = [],
                 entities: [EntityRow] = [], messages: [DMMessageRow] = [], readMarks: [DMReadMark] = [], logbook: [LogbookRow] = [],
-                roomMembers: [RoomMembersRow] = []) {
+                roomMembers: [RoomMembersRow] = [], roomHistory: [RoomHistoryRow] = [], roomCheckpoints: [RoomCheckpointRow] = [],
+                forgetHistory: ForgetHistory? = nil) {
         self.forgetSeenIds = forgetSeenIds
         self.forgetEvents = forgetEvents
         self.seenIds = seenIds
@@ -253,11 +260,15 @@ public struct StoreBatch: Sendable, Equatable {
         self.readMarks = readMarks
         self.logbook = logbook
         self.roomMembers = roomMembers
+        self.roomHistory = roomHistory
+        self.roomCheckpoints = roomCheckpoints
+        self.forgetHistory = forgetHistory
     }
 
     public var isEmpty: Bool {
         forgetSeenIds == nil && forgetEvents == nil && seenIds.isEmpty && events.isEmpty && entities.isEmpty && messages.isEmpty
-            && readMarks.isEmpty && logbook.isEmpty && roomMembers.isEmpty
+            && readMarks.isEmpty && logbook.isEmpty && roomMembers.isEmpty && roomHistory.isEmpty && roomCheckpoints.isEmpty
+            && forgetHistory == nil
     }
 }
 
