@@ -132,7 +132,8 @@ extension Engine {
         }
         // Room history goes with the event log's retention, looked at once a minute (each
         // look reads every room's checkpoints from before the cutoff).
-        if let retention = configuration.eventLogRetentionMs, wall - lastHistoryForget >= Self.historyForgetIntervalMs {
+        // (with a batch that commits anyway: never a commit of its own).
+        if let retention = configuration.eventLogRetentionMs, !batch.isEmpty, wall - lastHistoryForget >= Self.historyForgetIntervalMs {
             lastHistoryForget = wall
             batch.forgetHistory = ForgetHistory(before: wall - retention, limit: Self.historyForgetLimit)
         }

@@ -145,6 +145,7 @@ public struct Engine: Sendable {
         self.buffer = ReorderBuffer(window: configuration.reorderWindowMs)
         self.presence = PresenceTracker(grace: configuration.presenceGraceMs)
         self.wall = now
+        self.lastHistoryForget = now
         self.remembered = RememberedIds(older: IdDigests(since: now), now: now)
     }
 

@@ -8,7 +8,7 @@ import Testing
     static let users = ["alice", "bob", "carol"]
     static let lease: Millis = 10_000
     /// The sticker rules alone (membership: RoomMembershipPropertyTests).
-    static let stickerKinds = EditEvent.Kind.allCases.filter { !$0.isMembership }
+    static let stickerKinds = EditEvent.Kind.allCases.filter(\.namesSticker)
 
     /// The contract's rules written as plainly as possible, with linear scans.
     struct Model {
@@ -46,7 +46,7 @@ import Testing
                 owner[id] = nil
                 deadline[id] = nil
                 version += 1
-            case .create, .invite, .remove, .role, .leave:
+            case .create, .invite, .remove, .role, .leave, .restore:
                 break
             }
             return nil

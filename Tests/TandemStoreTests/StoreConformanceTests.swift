@@ -366,6 +366,64 @@ import TestSupport
     }
 
     @Test(arguments: Backend.allCases)
+    func roomHistoryIsPagedForMembersAndARoomIsRebuiltAtAnyKeptVersion(_ backend: Backend) async throws {
+        try await withStore(backend) { store, place in
+            func frame(_ x: Double) -> Frame { Frame(x: x, y: 2.5, width: 3, height: 4) }
+            func row(_ version: Int64, _ type: RoomChange.Kind, _ sticker: String?, x: Double? = nil, by user: String? = "alice", at loggedAt: Millis = 1_000) -> RoomHistoryRow {
+                RoomHistoryRow(roomId: "r1", version: version, eventId: user.map { "\($0)-\(version)" }, userId: user, type: type, stickerId: sticker,
+                               timestamp: 100 + version, loggedAt: loggedAt, image: x == nil ? nil : "img\(version).png", frame: x.map(frame))
+            }
+            func checkpoint(_ version: Int64, _ stickers: [Sticker], at loggedAt: Millis = 1_000) -> RoomCheckpointRow {
+                RoomCheckpointRow(roomId: "r1", version: version, loggedAt: loggedAt,
+                                  body: RoomHistory.checkpointBody(roomId: "r1", version: version, updatedAt: 0, stickers: stickers))
+            }
+            let owner = RoomMemberRow(roomId: "r1", userId: "alice", role: "owner", since: 1, invitedBy: nil, position: 0)
+            // 1 create s1, 2 create s2, 3 update s1, 4 expire s1, 5 delete s2, 6 invite bob (no sticker).
+            try await store.commit(StoreBatch(
+                entities: [Self.room("r1", version: 6)], roomMembers: [RoomMembersRow(roomId: "r1", members: [owner])],
+                roomHistory: [row(1, .create, "s1", x: 1), row(2, .create, "s2", x: 2), row(3, .update, "s1", x: 9), row(4, .expire, "s1", by: nil),
+                              row(5, .delete, "s2"), row(6, .invite, nil)],
+                roomCheckpoints: [checkpoint(0, [])]))
+
+            let page = try #require(try await store.roomHistory(room: "r1", user: "alice", before: nil, limit: 4))
+            #expect(page.version == 6)
+            #expect(page.oldest == 0)
+            #expect(page.entries.map(\.version) == [6, 5, 4, 3])
+            #expect(page.entries[2].eventId == nil && page.entries[2].userId == nil)
+            #expect(page.entries[0].stickerId == nil)
+            #expect(try await store.roomHistory(room: "r1", user: "alice", before: 3, limit: 50)?.entries.map(\.version) == [2, 1])
+            #expect(try await store.roomHistory(room: "r1", user: "mallory", before: nil, limit: 50) == nil)
+            #expect(try await store.roomHistory(room: "nowhere", user: "alice", before: nil, limit: 50) == nil)
+
+            let at3 = try #require(try await store.roomStickers(room: "r1", at: 3))
+            #expect(at3.map(\.id) == ["s1", "s2"])
+            #expect(at3.map(\.frame) == [frame(9), frame(2)])
+            #expect(at3.map(\.image) == ["img3.png", "img2.png"])
+            #expect(at3.allSatisfy { $0.createdBy == "alice" })
+            #expect(try await store.roomStickers(room: "r1", at: 5)?.map(\.id) == ["s1"])
+
+            func at6() -> [Sticker] { [Sticker(id: "s1", image: "img3.png", frame: frame(9), owner: nil, createdBy: "alice", updatedBy: "alice", updatedAt: 0)] }
+            // A later checkpoint serves the versions after it; the retention keeps each
+            // room's newest checkpoint before the cutoff and everything above it.
+            try await store.commit(StoreBatch(
+                roomHistory: [row(7, .create, "s3", x: 3, at: 5_000)], roomCheckpoints: [checkpoint(6, at6(), at: 2_000)]))
+            #expect(try await store.roomStickers(room: "r1", at: 7)?.map(\.id) == ["s1", "s3"])
+            try await store.commit(StoreBatch(forgetHistory: ForgetHistory(before: 3_000, limit: 100)))
+            #expect(try await store.roomStickers(room: "r1", at: 3) == nil)
+            #expect(try await store.roomStickers(room: "r1", at: 6)?.map(\.id) == ["s1"])
+            let after = try #require(try await store.roomHistory(room: "r1", user: "alice", before: nil, limit: 50))
+            #expect(after.oldest == 6)
+            #expect(after.entries.map(\.version) == [7, 6])
+
+            // It survives reopening.
+            await store.close()
+            let again = try await place.open()
+            #expect(try await again.roomStickers(room: "r1", at: 7)?.map(\.id) == ["s1", "s3"])
+            await again.close()
+        }
+    }
+
+    @Test(arguments: Backend.allCases)
     func backupIsForSQLiteAlone(_ backend: Backend) async throws {
         try await withStore(backend) { store, _ in
             try await store.commit(StoreBatch(entities: [Self.room("r1", version: 1)]))
