@@ -5,7 +5,7 @@ struct CoreBenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "tandem-corebench",
         abstract: "In-process benchmarks of Tandem's pure core and its Engine (build with -c release).",
-        subcommands: [Micro.self, Populate.self, Recover.self, PartitionsBench.self],
+        subcommands: [Micro.self, Populate.self, Recover.self, PartitionsBench.self, RestoreBench.self],
         defaultSubcommand: Micro.self
     )
 }
