@@ -184,7 +184,7 @@ actor Tab {
         }
         if let replica = await session.client.replica(of: room) {
             send(PageJSON.room(replica))
-            await session.notePeople(replica.members.map(\.userId))
+            await session.notePeople(replica.members.map(\.userId), from: "room:\(room)")
         }
         roomTask = Task { [weak self] in
             var members: [RoomMember] = []
@@ -193,7 +193,7 @@ actor Tab {
                 let takenAt = ContinuousClock.now
                 if update.replica.members != members {
                     members = update.replica.members
-                    await self.session.notePeople(members.map(\.userId))
+                    await self.session.notePeople(members.map(\.userId), from: "room:\(room)")
                 }
                 await self.forward(update, of: room, takenAt: takenAt)
             }

@@ -59,8 +59,15 @@ public actor WebSession {
     static let heartRatePoints = 120
     private var tasks: [Task<Void, Never>] = []
     private var endTimer: Task<Void, Never>?
-    /// The users whose presence is followed (``notePeople(_:)``).
+    /// The users whose presence is followed (``notePeople(_:from:)``): everyone ever shown.
     private var people: Set<String> = []
+    /// Who the session shows now, by where: `room:ID` (that room's members, while the
+    /// person is one of them) and `chats` (the conversations' peers). The "presence"
+    /// frame lists who of them is online, so someone removed from a room stops seeing
+    /// its members there.
+    private var shown: [String: Set<String>] = [:]
+    /// The latest online users among `people`.
+    private var online: Set<String> = []
     private var onEnd: (@Sendable (WebSession) async -> Void)?
     public private(set) var hasEnded = false
 
@@ -80,16 +87,16 @@ public actor WebSession {
         do {
             let rooms = try await client.myRooms()
             // Presence of the people this session shows (themselves, their rooms'
-            // members, their chat peers: ``notePeople(_:)``), not of everyone: with
+            // members, their chat peers: ``notePeople(_:from:)``), not of everyone: with
             // everyone's, each sign-in would reach every session of the process.
             let online = try await client.onlineUsers(among: [user])
             let conversations = try await client.conversations()
             let workouts = try await client.allWorkoutSnapshots()
             tasks.append(Task { [weak self] in
-                for await list in rooms { await self?.share("rooms", PageJSON.rooms(list)) }
+                for await list in rooms { await self?.take(rooms: list) }
             })
             tasks.append(Task { [weak self] in
-                for await users in online { await self?.share("presence", PageJSON.presence(users)) }
+                for await users in online { await self?.take(online: users) }
             })
             tasks.append(Task { [weak self] in
                 for await replica in conversations { await self?.take(replica) }
@@ -107,11 +114,16 @@ public actor WebSession {
         scheduleEnd()
     }
 
-    /// Follows the presence of people the page shows from now on (a room's members,
-    /// a chat's peer): the "presence" frame lists who of them is online.
-    func notePeople(_ users: some Sequence<String>) async {
-        let new = Set(users).subtracting(people)
-        guard !new.isEmpty, !hasEnded else { return }
+    /// The people the page shows from `source` (`room:ID`: a room's members; `chats`:
+    /// the chats' peers), replacing what it showed before: their presence is followed,
+    /// and the "presence" frame lists who of everyone shown is online.
+    func notePeople(_ users: some Sequence<String>, from source: String) async {
+        let users = Set(users)
+        guard !hasEnded, shown[source] != users else { return }
+        shown[source] = users
+        sharePresence()
+        let new = users.subtracting(people)
+        guard !new.isEmpty else { return }
         people.formUnion(new)
         do {
             try await client.followPresence(of: new)
@@ -120,8 +132,31 @@ public actor WebSession {
         }
     }
 
+    private func take(rooms list: [RoomMembership]) {
+        share("rooms", PageJSON.rooms(list))
+        // A room the person left or was removed from no longer shows its members.
+        let current = Set(list.map { "room:\($0.roomId)" })
+        let gone = shown.keys.filter { $0.hasPrefix("room:") && !current.contains($0) }
+        guard !gone.isEmpty else { return }
+        for source in gone { shown[source] = nil }
+        sharePresence()
+    }
+
+    private func take(online users: Set<String>) {
+        online = users
+        sharePresence()
+    }
+
+    private func sharePresence() {
+        var visible: Set<String> = [user]
+        for users in shown.values { visible.formUnion(users) }
+        let frame = PageJSON.presence(online.intersection(visible))
+        guard latest["presence"] != frame else { return }
+        share("presence", frame)
+    }
+
     private func take(_ replica: ConversationReplica) async {
-        if conversations[replica.peer] == nil { await notePeople([replica.peer]) }
+        if conversations[replica.peer] == nil { await notePeople(Set(conversations.keys).union([replica.peer]), from: "chats") }
         conversations[replica.peer] = replica
         share("conversations", PageJSON.conversations(conversations.values.sorted { $0.updatedAt > $1.updatedAt }))
     }

@@ -137,6 +137,7 @@ def run(system):
         viewport = {"width": 1200, "height": 800}
         alice_context, bob_context = browser.new_context(viewport=viewport), browser.new_context(viewport=viewport)
         alice, bob = alice_context.new_page(), bob_context.new_page()
+        carol = browser.new_context(viewport=viewport).new_page()
 
         def page_without_session():
             stranger = browser.new_context(viewport=viewport).new_page()
@@ -179,9 +180,13 @@ def run(system):
             alice.select_option("#open-room select[name=photo]", "beach")
             alice.click("#open-room button[type=submit]")
             expect(alice.locator("#room-members")).to_contain_text("alice (owner)")
+            board_top = alice.locator("#board").bounding_box()["y"]
             alice.fill("#invite input[name=member]", "bob")
             alice.click("#invite button[type=submit]")
             expect(alice.locator("#room-members")).to_contain_text("bob (editor)")
+            # The board stays where it was as members come (the head is one line).
+            moved = alice.locator("#board").bounding_box()["y"] - board_top
+            assert abs(moved) < 1, f"alice's board moved {moved} px when bob joined"
             expect(bob.locator("#room-list")).to_contain_text(room)
             bob.click(f"#room-list li:has-text('{room}')")
             expect(bob.locator("#room-members")).to_contain_text("alice (owner)")
@@ -256,11 +261,16 @@ def run(system):
         check("a rejected edit snaps back on the sender's page", rejected_edit_snaps_back)
 
         def release():
+            expect(bob.locator("#toast")).to_be_visible()
             alice.mouse.up()
             sid = state["id"]
             expect(bob.locator(f'.sticker[data-id="{sid}"] .lock')).to_have_count(0)
+            # "someone else holds it" goes with its cause, not seconds later.
+            expect(bob.locator("#toast")).to_be_hidden(timeout=1_500)
             shot(alice, "09-alice-let-go")
-        check("alice lets go: the lock goes on bob's page", release)
+            shot(bob, "09b-bob-no-stale-notice")
+        check("alice lets go: the lock goes on bob's page, and so does the notice about it", release)
+
 
         def resize_with_the_handle():
             sid = state["id"]
@@ -294,6 +304,43 @@ def run(system):
             expect(bob.locator(f'.sticker[data-id="{sid}"] .lock')).to_have_count(0)
             shot(alice, "11-alice-moved-it-with-the-arrow-keys")
         check("the arrow keys move the selected sticker", arrow_keys_move)
+
+        def stays_on_the_photo():
+            sid = state["id"]
+            board = alice.locator("#board").bounding_box()
+            box = sticker_box(alice, sid)
+            x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+            alice.mouse.move(x, y)
+            alice.mouse.down()
+            alice.mouse.move(board["x"] + board["width"] + 400, board["y"] - 300, steps=8)
+            alice.mouse.up()
+            expect(bob.locator(f'.sticker[data-id="{sid}"] .lock')).to_have_count(0)
+            bob_board = bob.locator("#board").bounding_box()
+            bob.wait_for_function(
+                f"""() => {{ const el = document.querySelector('.sticker[data-id="{sid}"]');
+                    const b = document.getElementById('board').getBoundingClientRect();
+                    if (!el) return false; const r = el.getBoundingClientRect();
+                    return Math.abs(r.right - b.right) < 2 && Math.abs(r.top - b.top) < 2; }}""")
+            after = sticker_box(bob, sid)
+            assert after["x"] + after["width"] <= bob_board["x"] + bob_board["width"] + 1, (after, bob_board)
+            assert after["y"] >= bob_board["y"] - 1, (after, bob_board)
+            shot(bob, "09c-dragged-against-the-corner-stays-on-the-photo")
+        check("a sticker dragged past the photo's edge stops at it", stays_on_the_photo)
+
+        def badge_at_the_top_stays_visible():
+            sid = state["id"]   # in the top right corner now
+            box = sticker_box(alice, sid)
+            alice.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+            alice.mouse.down()
+            lock = bob.locator(f'.sticker[data-id="{sid}"] .lock')
+            expect(lock).to_contain_text("held by alice")
+            board = bob.locator("#board").bounding_box()
+            badge = lock.bounding_box()
+            assert badge["y"] >= board["y"], f"the badge is cut off at the top: {badge} vs board {board}"
+            shot(bob, "09d-held-by-badge-below-a-sticker-at-the-top")
+            alice.mouse.up()
+            expect(lock).to_have_count(0)
+        check("the held-by badge of a sticker at the top shows below it", badge_at_the_top_stays_visible)
 
         def delete_key_removes():
             alice.click("#palette button[data-sticker=heart]")
@@ -401,11 +448,54 @@ def run(system):
                     agent.wait()
         check("a workout driven by tandem-agent shows live on the page", workout_card)
 
+        def a_stranger_is_told_plainly():
+            sign_in(carol, system.url, "carol", "carol-demo")
+            expect(carol.locator("#whoami")).to_have_text("carol")
+            carol.fill("#open-room input[name=room]", room)
+            carol.click("#open-room button[type=submit]")
+            notice = carol.locator("#room-notice")
+            expect(notice).to_contain_text(f"You are not a member of room {room}")
+            expect(carol.locator("#palette")).to_be_hidden()
+            expect(carol.locator(".sticker")).to_have_count(0)
+            carol.wait_for_timeout(4_000)   # past any message's fading
+            expect(notice).to_be_visible()
+            expect(carol.locator("#palette")).to_be_hidden()
+            shot(carol, "19b-carol-not-a-member")
+            # Invited, she gets the board and its people.
+            alice.click(".tabs button[data-view=rooms]")
+            alice.fill("#invite input[name=member]", "carol")
+            alice.click("#invite button[type=submit]")
+            expect(carol.locator("#palette")).to_be_visible()
+            expect(notice).to_be_hidden()
+            carol.click(f"#room-list li:has-text('{room}')")
+            expect(carol.locator(".sticker")).not_to_have_count(0)
+            expect(carol.locator("#presence")).to_contain_text("alice")
+        check("someone who is not a member is told so and offered nothing to edit, until invited", a_stranger_is_told_plainly)
+
+        def removing_asks_first_and_the_removed_stop_seeing_the_owner():
+            board_top = alice.locator("#board").bounding_box()["y"]
+            alice.click("#room-members button[title='remove carol']")
+            expect(alice.locator("#room-members .confirm")).to_contain_text("Remove carol?")
+            shot(alice, "19c-remove-asks-first")
+            alice.click("#room-members .confirm button.no")
+            expect(alice.locator("#room-members")).to_contain_text("carol (editor)")
+            alice.click("#room-members button[title='remove carol']")
+            alice.click("#room-members .confirm button.yes")
+            expect(alice.locator("#room-members")).not_to_contain_text("carol")
+            expect(carol.locator("#room-notice")).to_contain_text("no longer a member")
+            # carol shares nothing else with alice: alice leaves her Online list.
+            expect(carol.locator("#presence")).not_to_contain_text("alice")
+            moved = alice.locator("#board").bounding_box()["y"] - board_top
+            assert abs(moved) < 1, f"alice's board moved {moved} px when carol left"
+            shot(carol, "19d-carol-removed-sees-only-herself-online")
+        check("removing a member asks first; the removed one stops seeing the owner online", removing_asks_first_and_the_removed_stop_seeing_the_owner)
+
         def removed_member_loses_the_board():
             alice.click(".tabs button[data-view=rooms]")
             bob.click(".tabs button[data-view=rooms]")
             expect(bob.locator(".sticker")).not_to_have_count(0)
             alice.click("#room-members button[title='remove bob']")
+            alice.click("#room-members .confirm button.yes")
             expect(bob.locator("#room-notice")).to_contain_text("no longer a member")
             expect(bob.locator(".sticker")).to_have_count(0)
             expect(bob.locator("#room-list")).not_to_contain_text(room)

@@ -8,6 +8,7 @@ const UPDATE_INTERVAL_MS = 50;                 // drag updates: at most 20 a sec
 const STICKERS = ["star", "heart", "sun", "flower", "cat", "rocket"];
 const PHOTO_PREFIX = "photo:";                 // a sticker whose image names a photo is the room's photo
 const PHOTO_STICKER = "photo";
+const LOCK_ROOM = 45;                          // board units above a sticker its "held by" badge needs
 
 const $ = (id) => document.getElementById(id);
 const state = {
@@ -29,12 +30,28 @@ function colour(user) {
   return `hsl(${h % 360} 70% 42%)`;
 }
 
-function toast(text) {
+/// A message that fades after a few seconds. `stillTrue`, when given, says whether its
+/// cause still holds: it goes as soon as the room shows otherwise (a sticker let go).
+function toast(text, stillTrue) {
   const t = $("toast");
   t.textContent = text;
   t.hidden = false;
+  toast.stillTrue = stillTrue || null;
   clearTimeout(toast.timer);
-  toast.timer = setTimeout(() => { t.hidden = true; }, 3500);
+  toast.timer = setTimeout(() => { t.hidden = true; toast.stillTrue = null; }, 3500);
+}
+
+function recheckToast() {
+  if (toast.stillTrue && !toast.stillTrue()) {
+    $("toast").hidden = true;
+    toast.stillTrue = null;
+  }
+}
+
+/// Someone else holds sticker `id` (as the room last said).
+function heldByOther(id) {
+  const sticker = stickerById(id);
+  return !!(sticker && sticker.owner && sticker.owner !== state.user);
 }
 
 // ---- Sign-in ---------------------------------------------------------------------
@@ -119,14 +136,18 @@ function sendWithRef(frame, what) {
 function receive(frame) {
   switch (frame.type) {
     case "hello": break;
-    case "rooms": state.rooms = frame.rooms; drawRoomList(); break;
+    case "rooms":
+      state.rooms = frame.rooms;
+      // Invited meanwhile: the room is theirs to edit now.
+      if (state.notMember && state.rooms.some((r) => r.roomId === state.notMember)) { state.notMember = null; drawBoard(); }
+      drawRoomList();
+      break;
     case "presence": state.online = frame.online; drawPresence(); if (state.roomFrame) drawBoard(); break;
     case "room": if (frame.room === state.room) { state.roomFrame = frame; drawBoard(); } break;
     case "roomClosed":
       if (frame.room === state.room) {
         state.roomFrame = null; state.room = null; state.drag = null; drawBoard();
-        $("room-notice").textContent = `${frame.message}: ${frame.room}`;
-        $("room-notice").hidden = false;
+        showNotice(`${frame.message}: ${frame.room}`);
       }
       break;
     case "receipt": settle(frame); break;
@@ -144,10 +165,23 @@ function settle(receipt) {
   if (receipt.status !== "rejected") return;
   // The server's next room frame carries the rolled-back sticker: it snaps back.
   if (state.drag && what && what.sticker === state.drag.sticker) endDrag(false);
+  // Not a member of the room on the board: say so plainly, and offer nothing to edit.
+  if (receipt.code === "not_member" && what && what.room && what.room === state.room) {
+    state.notMember = state.room;
+    drawBoard();
+    return;
+  }
   // Making a room's photo is tried whenever a room is opened by name and looks empty:
   // in a room that exists it is refused, and that says nothing new.
-  if (what && what.quiet && receipt.code !== "not_member") return;
-  toast(`${what ? what.label : "refused"}: ${explain(receipt)}`);
+  if (what && what.quiet) return;
+  const sticker = what && what.sticker;
+  toast(`${what ? what.label : "refused"}: ${explain(receipt)}`,
+    receipt.code === "owned_by_other" && sticker ? () => heldByOther(sticker) : null);
+}
+
+function showNotice(text) {
+  $("room-notice").textContent = text;
+  $("room-notice").hidden = false;
 }
 
 function explain(receipt) {
@@ -193,6 +227,7 @@ function openRoom(room, photo) {
   state.roomFrame = null;
   state.selected = null;
   state.pendingPhoto = photo || null;
+  state.notMember = null;
   $("room-notice").hidden = true;
   send({ type: "watch", room });
   drawBoard();
@@ -213,14 +248,21 @@ function drawBoard() {
     const photo = state.pendingPhoto;
     state.pendingPhoto = null;
     sendWithRef({ type: "edit", room: state.room, op: "create", sticker: PHOTO_STICKER, image: PHOTO_PREFIX + photo,
-      frame: { x: 0, y: 0, width: BOARD_W, height: BOARD_H } }, { label: "open room", quiet: true });
-    sendWithRef({ type: "edit", room: state.room, op: "release", sticker: PHOTO_STICKER }, { label: "open room", quiet: true });
+      frame: { x: 0, y: 0, width: BOARD_W, height: BOARD_H } }, { label: "open room", quiet: true, room: state.room });
+    sendWithRef({ type: "edit", room: state.room, op: "release", sticker: PHOTO_STICKER }, { label: "open room", quiet: true, room: state.room });
   }
+  // Someone who is not a member sees why, and nothing to edit.
+  const outsider = state.room && state.notMember === state.room;
+  $("palette").hidden = outsider || !state.room;
+  $("board-hint").hidden = outsider || !state.room;
+  if (outsider) showNotice(`You are not a member of room ${state.room}: ask its owner to invite you.`);
+  else if ($("room-notice").textContent.startsWith("You are not a member")) $("room-notice").hidden = true;
   const photo = photoOf(frame);
   $("photo").style.backgroundImage = photo && /^[a-z]+$/.test(photo) ? `url(photos/${photo}.svg)` : "none";
   const board = $("board");
   for (const old of board.querySelectorAll(".sticker")) old.remove();
-  if (!frame) return;
+  recheckToast();
+  if (!frame || outsider) return;
   for (const sticker of frame.stickers) {
     if (sticker.image.startsWith(PHOTO_PREFIX)) continue;
     board.append(drawSticker(sticker));
@@ -248,11 +290,24 @@ function drawMembers(frame) {
       role.addEventListener("change", () =>
         sendWithRef({ type: "member", room: state.room, op: "role", member: m.userId, role: role.value }, { label: `make ${m.userId} ${role.value}` }));
       span.append(role);
+      // Removing someone is asked twice: "Remove", then "Remove bob? Yes / No".
       const remove = document.createElement("button");
-      remove.textContent = "×";
+      remove.textContent = "Remove";
       remove.title = `remove ${m.userId}`;
-      remove.addEventListener("click", () =>
-        sendWithRef({ type: "member", room: state.room, op: "remove", member: m.userId }, { label: `remove ${m.userId}` }));
+      remove.className = "remove";
+      remove.addEventListener("click", () => {
+        const ask = document.createElement("span");
+        ask.className = "confirm";
+        ask.append(`Remove ${m.userId}? `);
+        const yes = document.createElement("button"), no = document.createElement("button");
+        yes.textContent = "Yes"; yes.className = "yes";
+        no.textContent = "No"; no.className = "no";
+        yes.addEventListener("click", () =>
+          sendWithRef({ type: "member", room: state.room, op: "remove", member: m.userId }, { label: `remove ${m.userId}` }));
+        no.addEventListener("click", () => drawMembers(state.roomFrame));
+        ask.append(yes, " ", no);
+        remove.replaceWith(ask);
+      });
       span.append(remove);
     }
     box.append(span, " ");
@@ -285,7 +340,8 @@ function drawSticker(sticker) {
     el.classList.add("held");
     el.style.borderColor = colour(sticker.owner);
     const lock = document.createElement("span");
-    lock.className = "lock";
+    // Under the sticker when above it would leave the board.
+    lock.className = f.y < LOCK_ROOM ? "lock below" : "lock";
     lock.textContent = `held by ${sticker.owner}`;
     lock.style.background = colour(sticker.owner);
     el.append(lock);
@@ -330,7 +386,7 @@ function beginDrag(event, sticker, mode) {
   state.selected = sticker.id;
   $("board").focus();
   if (sticker.owner && sticker.owner !== state.user) {
-    toast(`${sticker.owner} is holding this sticker`);
+    toast(`${sticker.owner} is holding this sticker`, () => heldByOther(sticker.id));
     drawBoard();
     return;
   }
@@ -341,7 +397,16 @@ function beginDrag(event, sticker, mode) {
     dirty: false, timer: null,
   };
   sendWithRef({ type: "edit", room: state.room, op: "acquire", sticker: sticker.id }, { label: "take", sticker: sticker.id });
+  // Taking it answers any message about someone else holding it.
+  if (toast.stillTrue) { $("toast").hidden = true; toast.stillTrue = null; }
   drawBoard();
+}
+
+/// A frame kept on the photo: never larger than the board, never partly off it.
+function onBoard(frame) {
+  const width = Math.min(frame.width, BOARD_W), height = Math.min(frame.height, BOARD_H);
+  return { ...frame, width, height,
+    x: Math.min(Math.max(0, frame.x), BOARD_W - width), y: Math.min(Math.max(0, frame.y), BOARD_H - height) };
 }
 
 document.addEventListener("pointermove", (event) => {
@@ -349,11 +414,10 @@ document.addEventListener("pointermove", (event) => {
   if (!drag) return;
   const dx = (event.clientX - drag.start.x) * drag.scale, dy = (event.clientY - drag.start.y) * drag.scale;
   if (drag.mode === "move") {
-    drag.frame.x = Math.round(drag.origin.x + dx);
-    drag.frame.y = Math.round(drag.origin.y + dy);
+    drag.frame = onBoard({ ...drag.frame, x: Math.round(drag.origin.x + dx), y: Math.round(drag.origin.y + dy) });
   } else {
-    drag.frame.width = Math.max(20, Math.round(drag.origin.width + dx));
-    drag.frame.height = Math.max(20, Math.round(drag.origin.height + dy));
+    drag.frame.width = Math.min(Math.max(20, Math.round(drag.origin.width + dx)), BOARD_W - drag.frame.x);
+    drag.frame.height = Math.min(Math.max(20, Math.round(drag.origin.height + dy)), BOARD_H - drag.frame.y);
   }
   drag.dirty = true;
   scheduleUpdate();
@@ -396,7 +460,7 @@ $("board").addEventListener("keydown", (event) => {
   if (!sticker || state.drag) return;
   const steps = { ArrowLeft: [-10, 0], ArrowRight: [10, 0], ArrowUp: [0, -10], ArrowDown: [0, 10] };
   if (sticker.owner && sticker.owner !== state.user && (steps[event.key] || event.key === "Delete")) {
-    toast(`${sticker.owner} is holding this sticker`);
+    toast(`${sticker.owner} is holding this sticker`, () => heldByOther(sticker.id));
     return;
   }
   if (steps[event.key]) {
@@ -405,7 +469,7 @@ $("board").addEventListener("keydown", (event) => {
     // Presses quicker than the room's frames build on the last one sent.
     const last = state.keyMove && state.keyMove.sticker === sticker.id && Date.now() - state.keyMove.at < 1500 ? state.keyMove.frame : null;
     const base = last || sticker.frame;
-    const frame = { ...base, x: base.x + dx, y: base.y + dy };
+    const frame = onBoard({ ...base, x: base.x + dx, y: base.y + dy });
     state.keyMove = { sticker: sticker.id, frame, at: Date.now() };
     sendWithRef({ type: "edit", room: state.room, op: "update", sticker: sticker.id, frame }, { label: "move", sticker: sticker.id });
     sendWithRef({ type: "edit", room: state.room, op: "release", sticker: sticker.id }, { label: "let go", sticker: sticker.id });
