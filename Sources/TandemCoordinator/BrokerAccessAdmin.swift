@@ -4,24 +4,28 @@ import TandemCore
 import TandemEngine
 import TandemMQTT
 
-/// Projects room membership onto the broker: who may read which room's `state` and
-/// `changes`, through mosquitto's dynamic-security plugin (`$CONTROL/dynamic-security/v1`),
-/// over an MQTT connection of its own as the coordinator's admin account
-/// (`coordinator-admin` in the shipped configuration).
+/// Projects room membership onto the broker: who may read which room (its `state`,
+/// `changes`, `events` and `cursors`) and publish on its own cursor level there, through
+/// mosquitto's dynamic-security plugin (`$CONTROL/dynamic-security/v1`), over an MQTT
+/// connection of its own as the coordinator's admin account (`coordinator-admin` in the
+/// shipped configuration).
 ///
 /// Each user NAME has the role `tandem-rooms-NAME` (attached to its client; overflow
 /// roles `tandem-rooms-NAME:2`, ... when its rooms do not fit one control message)
-/// holding one publishClientReceive allow ACL for `ROOT/rooms/ROOM/state` and one for
-/// `ROOT/rooms/ROOM/changes` per room it is a member of; this actor owns those roles.
+/// holding, per room it is a member of, a publishClientReceive allow ACL for
+/// `ROOT/rooms/ROOM/#` and a publishClientSend allow ACL for `ROOT/rooms/ROOM/cursors/NAME`
+/// (``RoomRoleNaming``); this actor owns those roles.
 ///
-/// - ``apply(_:)`` grants and revokes single rooms (`addRoleACL` / `removeRoleACL`). The
-///   plugin disconnects ("kicks") the clients of a role it adds an ACL to or removes one
-///   from; they reconnect and subscribe again, and a member receives the room's
-///   retained state then. A revoked user receives nothing more of the room at once
-///   (mosquitto checks read access on every delivery).
-/// - ``reconcile(_:)`` reads the plugin's state and makes every room role exactly the
-///   desired membership, sending only the differences, whole roles at a time
-///   (`modifyRole`, which does not kick; a user who gained a room is kicked once).
+/// - ``apply(_:partition:)`` grants and revokes single rooms by rewriting the affected
+///   roles whole (`modifyRole`), which disconnects nobody: an invitee's subscription
+///   delivers the room's next publication, and a revoked user receives nothing more of
+///   the room, and publishes no more cursors there, from its next message on (mosquitto
+///   checks read access on every delivery and write access on every publish).
+/// - ``reconcile(_:partition:)`` reads the plugin's state and makes every room role
+///   exactly the desired membership, sending only the differences, whole roles at a time
+///   (`modifyRole`, which does not kick; a user who gained a room is kicked once, so that
+///   its client subscribes again and receives the retained state). Rooms of a role
+///   written before cursors (the read ACL alone) are completed without a kick.
 /// - Every modifying command makes the plugin rewrite its whole file: batches keep the
 ///   count down, and nothing is sent when nothing differs.
 ///
@@ -113,28 +117,31 @@ public actor BrokerAccessAdmin {
         }
     }
 
-    /// What the broker lets each Tandem user read now: userId -> the rooms whose `state`
-    /// and `changes` its room roles grant (for checks and operators).
+    /// What the broker lets each Tandem user read now: userId -> the rooms its room roles
+    /// let it read (for checks and operators).
     public func readableRooms() async throws -> [String: Set<String>] {
+        try await roomGrants().mapValues { Set($0.filter { $0.value.contains(.read) }.keys) }
+    }
+
+    /// What each Tandem user's room roles grant it now, room by room, every partition's
+    /// roles together (the ACL's topic names the room whoever wrote it).
+    func roomGrants() async throws -> [String: [String: Set<RoomGrant>]] {
         try await exclusively {
             let answers = try await exchange([
                 .obj(["command": "listClients", "verbose": true]),
                 .obj(["command": "listRoles", "verbose": true]),
             ])
             let state = try DynsecState(listClients: try Self.success(answers[0]), listRoles: try Self.success(answers[1]))
-            // Every partition's roles: the ACL's topic names the room whoever wrote it.
             let naming = RoomRoleNaming(root: topicRoot)
-            var readable: [String: Set<String>] = [:]
+            var grants: [String: [String: Set<RoomGrant>]] = [:]
             for (user, roles) in state.clientRoles where state.isTandemUser(user) {
-                var rooms: [String: Int] = [:]
+                var rooms: [String: Set<RoomGrant>] = [:]
                 for role in roles where RoomRoleNaming.parse(role)?.user == user {
-                    for acl in Set(state.roleACLs[role] ?? []) {
-                        if let (room, _) = naming.room(of: acl) { rooms[room, default: 0] += 1 }
-                    }
+                    rooms.merge(naming.grants(state.roleACLs[role] ?? [], user: user)) { $0.union($1) }
                 }
-                readable[user] = Set(rooms.filter { $0.value >= RoomRoleNaming.aclsPerRoom }.keys)
+                grants[user] = rooms
             }
-            return readable
+            return grants
         }
     }
 
@@ -164,7 +171,7 @@ public actor BrokerAccessAdmin {
                 }
             }
             if !plan.commands.isEmpty {
-                logger.info("broker access reconciled: \(plan.report.granted) granted, \(plan.report.revoked) revoked, \(plan.report.changedUsers.count) users, \(plan.report.commands) commands in \(plan.report.messages) messages, \(plan.report.failures.count) refused")
+                logger.info("broker access reconciled: \(plan.report.granted) granted, \(plan.report.revoked) revoked, \(plan.report.completed) completed, \(plan.report.changedUsers.count) users, \(plan.report.commands) commands in \(plan.report.messages) messages, \(plan.report.failures.count) refused")
             }
             return plan.report
         }
@@ -211,7 +218,7 @@ public actor BrokerAccessAdmin {
             // which (unlike addRoleACL and removeRoleACL in 2.0.11) kicks nobody: a
             // member keeps its connection, reads the room's next publication (the
             // snapshot of the step that invited it) at once, and a removed one stops
-            // receiving with the next delivery.
+            // receiving with the next delivery and publishing cursors with its next one.
             var shardsOf: [String: [String]] = [:]
             var readRoles: [String] = []
             for user in users {
@@ -250,11 +257,13 @@ public actor BrokerAccessAdmin {
                 }
                 var after = current
                 for change in valid where change.user == user {
-                    let acls = naming.acls(change.room)
+                    let acls = naming.acls(change.room, user: user)
                     switch change {
                     case .grant:
-                        let held = shards.contains { shard in acls.allSatisfy { after[shard]?.contains($0) == true } }
-                        if !held { after[base, default: []] += acls.filter { !(after[base] ?? []).contains($0) } }
+                        // Where the room is (a role written before cursors holds its read
+                        // ACL alone: completed there), else in the first role.
+                        let home = shards.first { shard in acls.contains { after[shard]?.contains($0) == true } } ?? base
+                        after[home, default: []] += acls.filter { !(after[home] ?? []).contains($0) }
                     case .revoke:
                         for shard in shards { after[shard]?.removeAll { acls.contains($0) } }
                     }

@@ -50,6 +50,9 @@ public struct ReconcileReport: Sendable, Equatable {
     /// (user, room) pairs that became readable, and that stopped being readable.
     public var granted = 0
     public var revoked = 0
+    /// Rooms a member could read whose role lacked its cursor grant (written before
+    /// cursors): completed by a rewrite, which kicks nobody.
+    public var completed = 0
     /// Users whose room roles were changed (they are kicked and reconnect where a room
     /// was granted, so that they receive its retained state).
     public var changedUsers: Set<String> = []
@@ -66,11 +69,21 @@ public struct ReconcileReport: Sendable, Equatable {
     public init() {}
 }
 
+/// What a room role grants its user in one room, one ACL each (``RoomRoleNaming/acls(_:user:)``).
+enum RoomGrant: Sendable, Hashable, CaseIterable {
+    /// publishClientReceive `ROOT/rooms/ROOM/#`: the room's `state`, `changes`, the
+    /// members' `events` and `cursors`.
+    case read
+    /// publishClientSend `ROOT/rooms/ROOM/cursors/NAME`: the user's own cursor level.
+    case cursor
+}
+
 /// How room access is written into the dynamic-security plugin: per user NAME, the role
 /// `tandem-rooms-NAME` (and, when its rooms do not fit one control message, the overflow
 /// roles `tandem-rooms-NAME:2`, `:3`, ...: a command larger than the broker's
-/// max_packet_size would disconnect the admin), each with one publishClientReceive
-/// allow ACL on `ROOT/rooms/ROOM/state` and one on `ROOT/rooms/ROOM/changes` per room.
+/// max_packet_size would disconnect the admin), each with two ACLs per room: a
+/// publishClientReceive allow on `ROOT/rooms/ROOM/#` and a publishClientSend allow on
+/// `ROOT/rooms/ROOM/cursors/NAME` (``RoomGrant``).
 ///
 /// With more than one partition, each partition's rooms are in roles of their own,
 /// `tandem-rooms-NAME@pK` (and `tandem-rooms-NAME@pK:2`, ...), written only by that
@@ -113,29 +126,56 @@ struct RoomRoleNaming: Sendable {
         return (parsed.user, parsed.shard)
     }
 
-    /// Everything under the room (`state`, `changes`, and the members' own `events`): one
-    /// ACL per room, not one per topic, because every modifying command makes the plugin
-    /// rewrite its whole file and a control message is capped by `max_packet_size`, so a
-    /// reconcile's cost grows with the ACLs' bytes (half the commands from an empty
-    /// broker). Members reading each other's raw events stay within the room.
+    /// Everything under the room (`state`, `changes`, the members' own `events` and
+    /// `cursors`): one read ACL per room, not one per topic, because every modifying
+    /// command makes the plugin rewrite its whole file and a control message is capped by
+    /// `max_packet_size`, so a reconcile's cost grows with the ACLs' bytes (half the
+    /// commands from an empty broker). Members reading each other's raw events stay
+    /// within the room.
     func roomFilter(_ room: String) -> String { "\(root)/rooms/\(room)/#" }
 
-    func acls(_ room: String) -> [DynsecACL] {
-        [DynsecACL(type: "publishClientReceive", topic: roomFilter(room), allow: true)]
+    /// The one topic a member publishes its cursor on (CONTRACT "Room history, restore
+    /// and cursors"); nobody else may, and a non-member may not at all: the broker is
+    /// the only guard, since the coordinator does not read cursors.
+    func cursorTopic(_ room: String, user: String) -> String { "\(root)/rooms/\(room)/cursors/\(user)" }
+
+    /// The ACLs that make `room` `user`'s, in ``RoomGrant`` order.
+    func acls(_ room: String, user: String) -> [DynsecACL] {
+        [DynsecACL(type: "publishClientReceive", topic: roomFilter(room), allow: true),
+         DynsecACL(type: "publishClientSend", topic: cursorTopic(room, user: user), allow: true)]
     }
 
-    /// How many ACLs make a room readable (``acls(_:)``).
-    static let aclsPerRoom = 1
-
-    /// The room of an ACL this naming writes. ACLs of the earlier form (one for `state`,
-    /// one for `changes`) are not this naming's: a reconcile rewrites them.
-    func room(of acl: DynsecACL) -> (room: String, state: Bool)? {
-        guard acl.type == "publishClientReceive", acl.allow else { return nil }
+    /// The room and grant of an ACL this naming writes in `user`'s roles. ACLs of earlier
+    /// forms (one for `state` and one for `changes`; a cursor level of another user) are
+    /// not this naming's: a reconcile rewrites them. A room with its read ACL but not its
+    /// cursor ACL (a role written before cursors) is readable and incomplete: a reconcile
+    /// completes it.
+    func room(of acl: DynsecACL, user: String) -> (room: String, grant: RoomGrant)? {
+        guard acl.allow else { return nil }
         let head = root + "/rooms/"
-        guard acl.topic.hasPrefix(head), acl.topic.hasSuffix("/#") else { return nil }
-        let room = acl.topic.dropFirst(head.count).dropLast(2)
-        guard Identifier.isValid(room) else { return nil }
-        return (String(room), true)
+        guard acl.topic.hasPrefix(head) else { return nil }
+        switch acl.type {
+        case "publishClientReceive":
+            guard acl.topic.hasSuffix("/#") else { return nil }
+            let room = acl.topic.dropFirst(head.count).dropLast(2)
+            return Identifier.isValid(room) ? (String(room), .read) : nil
+        case "publishClientSend":
+            let tail = "/cursors/" + user
+            guard acl.topic.hasSuffix(tail) else { return nil }
+            let room = acl.topic.dropFirst(head.count).dropLast(tail.count)
+            return Identifier.isValid(room) ? (String(room), .cursor) : nil
+        default:
+            return nil
+        }
+    }
+
+    /// What `user`'s ACLs grant, room by room.
+    func grants(_ acls: [DynsecACL], user: String) -> [String: Set<RoomGrant>] {
+        var grants: [String: Set<RoomGrant>] = [:]
+        for acl in acls {
+            if let (room, grant) = room(of: acl, user: user) { grants[room, default: []].insert(grant) }
+        }
+        return grants
     }
 }
 
@@ -225,26 +265,29 @@ struct ReconcilePlan {
             }
             let attached = Set(attachedRoles)
             let existing = shardsByUser[user] ?? [:]
-            // What each existing shard holds now: rooms with their ACL, in the order found.
+            // What each existing shard holds now: every room with an ACL of this naming
+            // there, in the order found; and what the attached roles grant, room by room.
             var held: [Int: [String]] = [:]
-            var readable = Set<String>()
+            var granted: [String: Set<RoomGrant>] = [:]
             for (shard, rolename) in existing {
-                var seen: [String: Int] = [:]
                 var order: [String] = []
+                var seen = Set<String>()
                 for acl in state.roleACLs[rolename] ?? [] {
-                    guard let (room, _) = naming.room(of: acl) else { continue }
-                    if seen[room] == nil { order.append(room) }
-                    seen[room, default: 0] += 1
+                    guard let (room, grant) = naming.room(of: acl, user: user) else { continue }
+                    if seen.insert(room).inserted { order.append(room) }
+                    if attached.contains(rolename) { granted[room, default: []].insert(grant) }
                 }
-                held[shard] = order.filter { seen[$0] == RoomRoleNaming.aclsPerRoom }
-                if attached.contains(rolename) { readable.formUnion(held[shard]!) }
+                held[shard] = order
             }
-            // Keep every room where it is (fewest rewrites), up to a shard's capacity;
-            // place the rest in the first shards with room, then in new ones.
+            let readable = Set(granted.filter { $0.value.contains(.read) }.keys)
+            let whole = Set(granted.filter { $0.value.count == RoomGrant.allCases.count }.keys)
+            // Keep every room where it is (fewest rewrites; a room short of an ACL is
+            // completed in place), up to a shard's capacity; place the rest in the first
+            // shards with room, then in new ones.
             var assigned = Set<String>()
             var placed: [Int: [String]] = [:]
             var used: [Int: Int] = [:]
-            let cost: (String) -> Int = { naming.acls($0).reduce(0) { $0 + $1.size } }
+            let cost: (String) -> Int = { naming.acls($0, user: user).reduce(0) { $0 + $1.size } }
             for shard in existing.keys.sorted() {
                 for room in held[shard]! where want.contains(room) && !assigned.contains(room) {
                     let c = cost(room)
@@ -275,7 +318,7 @@ struct ReconcilePlan {
                 let keep = ensureFirst && shard == 1
                 let rolename = naming.role(user, shard: shard)
                 let rooms = placed[shard] ?? []
-                let acls = rooms.flatMap { naming.acls($0) }
+                let acls = rooms.flatMap { naming.acls($0, user: user) }
                 let aclsJSON = JSON.array(acls.map(\.json))
                 if let current = state.roleACLs[rolename] {
                     if rooms.isEmpty && shard >= 2 {
@@ -301,6 +344,7 @@ struct ReconcilePlan {
             let lost = readable.subtracting(wanted)
             report.granted += gained.count
             report.revoked += lost.count
+            report.completed += wanted.intersection(readable).subtracting(whole).count
             let changedCommands = rewrites.count + late.filter { $0.1 == user }.count
             if changedCommands > 0 || !gained.isEmpty || !lost.isEmpty { report.changedUsers.insert(user) }
             // A user who gained a room but is attached nothing new: hold one of its
@@ -309,8 +353,8 @@ struct ReconcilePlan {
                 for (index, shard) in rewrites {
                     guard let room = placed[shard]?.first(where: { gained.contains($0) }) else { continue }
                     let rolename = naming.role(user, shard: shard)
-                    let held = naming.acls(room).last!
-                    let kept = (placed[shard] ?? []).flatMap { naming.acls($0) }.filter { $0 != held }
+                    let held = naming.acls(room, user: user).last!
+                    let kept = (placed[shard] ?? []).flatMap { naming.acls($0, user: user) }.filter { $0 != held }
                     commands[index] = .obj(["command": "modifyRole", "rolename": .string(rolename), "acls": .array(kept.map(\.json))])
                     kicks.append((.obj([
                         "command": "addRoleACL", "rolename": .string(rolename), "acltype": .string(held.type),

@@ -70,6 +70,6 @@ extension CoordinatorService {
     private func logReconcile(_ report: ReconcileReport, reason: String) {
         let level: Logger.Level = report.failures.isEmpty ? .info : .error
         let refused = report.failures.isEmpty ? "" : "; refused: \(report.failures.map(\.description).joined(separator: "; "))"
-        logger.log(level: level, "room access reconciled (\(reason)): \(report.granted) granted, \(report.revoked) revoked, \(report.commands) commands in \(report.messages) messages\(refused)")
+        logger.log(level: level, "room access reconciled (\(reason)): \(report.granted) granted, \(report.revoked) revoked, \(report.completed) completed, \(report.commands) commands in \(report.messages) messages\(refused)")
     }
 }

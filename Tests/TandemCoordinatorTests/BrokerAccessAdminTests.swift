@@ -180,6 +180,8 @@ import TestSupport
             #expect(report.failures.isEmpty, "\(report.failures)")
             #expect(report.messages > 3, "\(report)")
             #expect(try await admin.readableRooms() == ["alice": many, "bob": ["room-1"], "carol": []])
+            // Each room whole (read and cursor) in one of alice's roles.
+            #expect(try await admin.roomGrants()["alice"] == Dictionary(uniqueKeysWithValues: many.map { ($0, Set(RoomGrant.allCases)) }))
             #expect(try await admin.reconcile(["alice": many, "bob": ["room-1"]]).commands == 0)
 
             // A grant and a revoke land wherever the room is.
@@ -206,12 +208,15 @@ func startedAdmin(_ broker: MosquittoBroker, maxMessageBytes: Int = 60_000) asyn
     return admin
 }
 
-/// A demo user's MQTT client subscribed to everything (`#`), recording what it hears.
-/// A kicked client reconnects and subscribes again by itself.
+/// A demo user's MQTT client subscribed to everything (`#`), recording what it hears
+/// and how often its connection dropped. A kicked client reconnects and subscribes again
+/// by itself.
 final class Listener: Sendable {
     let user: String
     let client: MQTTClient
     private let heard = Mutex<[MQTTMessage]>([])
+    private let dropCount = Mutex(0)
+    private let watcher = Mutex<Task<Void, Never>?>(nil)
 
     static func connect(_ broker: MosquittoBroker, _ user: String) async throws -> Listener {
         let client = try MQTTClient(configuration: MQTTConfiguration(
@@ -223,9 +228,20 @@ final class Listener: Sendable {
                 listener.record(message)
             }
         }
+        let events = client.events
+        listener.watcher.withLock {
+            $0 = Task { [listener] in
+                for await event in events {
+                    if case .disconnected = event { listener.dropCount.withLock { $0 += 1 } }
+                }
+            }
+        }
         try await client.connect()
         return listener
     }
+
+    /// How many times the connection dropped (a kick by the plugin is one) since it was made.
+    var drops: Int { dropCount.withLock { $0 } }
 
     private init(user: String, client: MQTTClient) {
         self.user = user
@@ -235,6 +251,7 @@ final class Listener: Sendable {
     /// Disconnects for good: a listener left connected would try to reconnect to its
     /// stopped broker for the rest of the test run.
     func close() async {
+        watcher.withLock { $0?.cancel() }
         await client.disconnect()
     }
 
@@ -244,6 +261,22 @@ final class Listener: Sendable {
 
     func publish(_ topic: String, _ text: String, retain: Bool = false) async throws {
         try await client.publish(topic, payload: Array(text.utf8), qos: .atLeastOnce, retain: retain)
+    }
+
+    /// Publishes a cursor as the contract has it (QoS 0, not retained) on `level`'s
+    /// cursor topic of `room`: its own level, or another's to prove it is refused.
+    func cursor(_ room: String, as level: String? = nil, _ text: String) throws {
+        try client.enqueue("tandem/v1/rooms/\(room)/cursors/\(level ?? user)", payload: Array(text.utf8), qos: .atMostOnce)
+    }
+
+    /// A QoS 0 message on this user's own presence topic, which every user reads. QoS 0
+    /// messages from one connection reach each subscriber in the order they were sent, so
+    /// once a reader has this marker, every cursor this user sent before it has been
+    /// delivered to that reader or withheld.
+    func presenceMarker() throws -> String {
+        let marker = "marker-\(UInt64.random(in: 0...UInt64.max))"
+        try client.enqueue("tandem/v1/presence/\(user)/listener", payload: Array(marker.utf8), qos: .atMostOnce)
+        return marker
     }
 
     func messages(on topic: String?) -> [MQTTMessage] {

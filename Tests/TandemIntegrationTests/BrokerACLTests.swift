@@ -42,6 +42,9 @@ import Glibc
         "tandem/v1/users/bob/workouts/w1/health/watch",
         "tandem/v1/users/bob/requests",
         "tandem/v1/presence/bob/phone-1",
+        // a cursor, even on her own level: only a room role grants that, per room
+        "tandem/v1/rooms/r1/cursors/alice",
+        "tandem/v1/rooms/r1/cursors/bob",
         // one level too deep
         "tandem/v1/rooms/r1/events/alice/x",
         "tandem/v1/presence/alice/phone-1/x",
@@ -87,6 +90,7 @@ import Glibc
         ("tandem/v1/rooms/+/state", "tandem/v1/rooms/r1/state", false),
         ("tandem/v1/rooms/r1/state", "tandem/v1/rooms/r1/state", false),
         ("tandem/v1/rooms/+/changes", "tandem/v1/rooms/r1/changes", false),
+        ("tandem/v1/rooms/+/cursors/+", "tandem/v1/rooms/r1/cursors/bob", false),
         ("tandem/v1/rooms/#", "tandem/v1/rooms/r1/state", false),
         ("tandem/v1/#", "tandem/v1/rooms/r1/state", false),
         ("#", "tandem/v1/rooms/r1/changes", false),
