@@ -31,7 +31,10 @@ import TandemMQTT
 ///
 /// Calls run one at a time, in call order. Each control message stays under
 /// `maxMessageBytes` (the broker disconnects a client whose packet exceeds its
-/// `max_packet_size`; 60,000 bytes here by default, as when that cap was 66,000).
+/// `max_packet_size`; ``defaultMaxMessageBytes`` by default, under the shipped
+/// broker's 4 MiB: a role holds what one message holds, and each role costs the plugin
+/// a rewrite of its file, so larger messages make a cold reconcile of 10,000 rooms
+/// about three times faster than the 60,000 bytes of before).
 public actor BrokerAccessAdmin {
     public static let controlTopic = "$CONTROL/dynamic-security/v1"
     public static let responseTopic = "$CONTROL/dynamic-security/v1/response"
@@ -56,8 +59,10 @@ public actor BrokerAccessAdmin {
     private var busy = false
     private var queue: [CheckedContinuation<Void, Never>] = []
 
+    public static let defaultMaxMessageBytes = 1_000_000
+
     public init(configuration: MQTTConfiguration, topicRoot: String, logger: Logger) {
-        self.init(configuration: configuration, topicRoot: topicRoot, logger: logger, maxMessageBytes: 60_000)
+        self.init(configuration: configuration, topicRoot: topicRoot, logger: logger, maxMessageBytes: Self.defaultMaxMessageBytes)
     }
 
     public init(

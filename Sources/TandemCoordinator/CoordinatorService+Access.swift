@@ -26,7 +26,7 @@ extension CoordinatorService {
                 clientId: "\(configuration.clientId)-admin-\(configuration.instanceId)",
                 username: username, password: configuration.brokerAdminPassword,
                 session: .cleanStart, tls: configuration.tls, gate: gate),
-            topicRoot: configuration.topicRoot, logger: logger, maxMessageBytes: 60_000, answerTimeout: .seconds(5))
+            topicRoot: configuration.topicRoot, logger: logger, maxMessageBytes: BrokerAccessAdmin.defaultMaxMessageBytes, answerTimeout: .seconds(5))
         try await admin.start()
         return (admin, try await admin.knownUsers())
     }

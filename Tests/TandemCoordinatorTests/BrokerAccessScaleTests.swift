@@ -27,7 +27,7 @@ struct BrokerAccessScaleTests {
             }
         }
         try await withBroker(.generated(folder)) { broker in
-            let bytes = ProcessInfo.processInfo.environment["TANDEM_DYNSEC_SCALE_MESSAGE_BYTES"].flatMap { Int($0) } ?? 60_000
+            let bytes = ProcessInfo.processInfo.environment["TANDEM_DYNSEC_SCALE_MESSAGE_BYTES"].flatMap { Int($0) } ?? BrokerAccessAdmin.defaultMaxMessageBytes
             let admin = try await startedAdmin(broker, maxMessageBytes: bytes)
             let coordinator = try await Listener.connect(broker, "coordinator")
             let member = try await Listener.connect(broker, "u00")
