@@ -31,7 +31,7 @@ import Testing
         .init(json: #"{"eventId":"bad id","type":"acquire","stickerId":"s","timestamp":1}"#, message: "eventId must be 1-64 characters of A-Z a-z 0-9 _ . -", id: ""),
         .init(json: #"{"eventId":7,"type":"acquire","stickerId":"s","timestamp":1}"#, message: "eventId must be a string, not number", id: ""),
         .init(json: #"{"eventId":"e","stickerId":"s","timestamp":1}"#, message: "type is required", id: "e"),
-        .init(json: #"{"eventId":"e","type":"move","stickerId":"s","timestamp":1}"#, message: "type must be one of create, acquire, update, release, delete, invite, remove, role, leave", id: "e"),
+        .init(json: #"{"eventId":"e","type":"move","stickerId":"s","timestamp":1}"#, message: "type must be one of create, acquire, update, release, delete, invite, remove, role, leave, restore", id: "e"),
         .init(json: #"{"eventId":"e","type":"acquire","timestamp":1}"#, message: "stickerId is required", id: "e"),
         .init(json: #"{"eventId":"e","type":"acquire","stickerId":"s/1","timestamp":1}"#, message: "stickerId must be 1-64 characters of A-Z a-z 0-9 _ . -", id: "e"),
         .init(json: #"{"eventId":"e","type":"acquire","stickerId":"s"}"#, message: "timestamp is required", id: "e"),

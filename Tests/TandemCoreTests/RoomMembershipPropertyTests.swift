@@ -35,7 +35,7 @@ import Testing
             if closed { return .notMember }
             guard let role = role(user) else { return .notMember }
             switch event.type {
-            case .create, .acquire, .update, .release, .delete:
+            case .create, .acquire, .update, .release, .delete, .restore:
                 return role == .viewer ? .forbidden : nil
             case .leave:
                 return nil
