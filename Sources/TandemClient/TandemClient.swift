@@ -73,6 +73,17 @@ public actor TandemClient {
     /// (`presence/{user}/+` each, ``onlineUsers(among:)``).
     var presenceFollowed = PresenceFollowed.only([])
     enum PresenceFollowed { case everyone, only(Set<String>) }
+    /// This client's undo and redo in each room (edits made while the room was watched),
+    /// and the last undo or redo asked for in each: the next one waits for it.
+    var undoHistories: [String: UndoHistory] = [:]
+    var undoQueue: [String: Task<Void, Never>] = [:]
+    /// Restores sent and waiting for their receipt: an accepted one clears the room's
+    /// undo and redo.
+    var pendingRestores: Set<String> = []
+    /// Undos and redos waiting for the edits sent before them in a room to be settled,
+    /// by room and token.
+    var settleWaiters: [String: [Int: CheckedContinuation<Void, Never>]] = [:]
+    var lastWaiterToken = 0
     var queries: [String: QuerySlot] = [:]
     /// `users/{user}/responses` is subscribed (from the first query on).
     var followingResponses = false
@@ -80,6 +91,8 @@ public actor TandemClient {
     /// Receipts, connection events and resends are followed (from the first `connect`).
     var following = false
     var connected = false
+    /// ``close()`` was called.
+    var isClosed = false
 
     struct RoomWatch {
         var replica: RoomReplica
@@ -261,6 +274,11 @@ public actor TandemClient {
         waiters.removeAll()
         for case (_, .waiting(let waiter?)) in queries { waiter.resume(throwing: TandemClientError.closed) }
         queries.removeAll()
+        isClosed = true
+        for (_, waiters) in settleWaiters {
+            for (_, waiter) in waiters { waiter.resume() }
+        }
+        settleWaiters.removeAll()
         receiptListeners.finish()
         connectionListeners.finish()
         coordinator?.finish()
