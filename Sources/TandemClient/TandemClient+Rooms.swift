@@ -108,7 +108,7 @@ extension TandemClient {
         return membershipListeners!.listen(first: [memberships.values.sorted { $0.roomId < $1.roomId }])
     }
 
-    private func followMemberships() async throws {
+    func followMemberships() async throws {
         guard membershipListeners == nil else { return }
         membershipListeners = Broadcast(buffering: .bufferingNewest(64))
         let prefix = topics.userRoom(user: user, room: "")
@@ -123,6 +123,7 @@ extension TandemClient {
         if message.payload.isEmpty {
             guard memberships.removeValue(forKey: roomId) != nil else { return }
             endRoom(roomId, .removed)
+            endCursors(roomId)
         } else {
             guard let entry = read("room entry", message, RoomMembership.decode), entry.roomId == roomId else { return }
             guard memberships[roomId] != entry else { return }

@@ -84,6 +84,15 @@ public actor TandemClient {
     /// by room and token.
     var settleWaiters: [String: [Int: CheckedContinuation<Void, Never>]] = [:]
     var lastWaiterToken = 0
+    /// The pace of this client's cursor in each room, and the flush each waits for.
+    var cursorThrottles: [String: CursorThrottle] = [:]
+    var cursorFlushes: [String: Task<Void, Never>] = [:]
+    /// The other members' cursors of each room followed with ``cursors(room:)``.
+    var cursorWatches: [String: CursorWatch] = [:]
+    /// Rooms whose cursors topic is subscribed (it stays so until ``close()``).
+    var cursorsSubscribed: Set<String> = []
+    /// The origin of the monotonic clock the cursor throttles count on.
+    let clockOrigin = ContinuousClock.now
     var queries: [String: QuerySlot] = [:]
     /// `users/{user}/responses` is subscribed (from the first query on).
     var followingResponses = false
@@ -98,6 +107,12 @@ public actor TandemClient {
         var replica: RoomReplica
         var replicas = Broadcast<RoomReplica>()
         var updates = Broadcast<RoomUpdate>(buffering: .unbounded)
+    }
+
+    struct CursorWatch {
+        var listeners = Broadcast<RoomCursor>(buffering: .bufferingNewest(256))
+        /// Each member's last position (members whose pointer left are not in it).
+        var latest: [String: CursorPosition] = [:]
     }
 
     struct ConversationWatch {
@@ -264,7 +279,15 @@ public actor TandemClient {
     public func close() async {
         for task in tasks { task.cancel() }
         tasks.removeAll()
+        for (_, flush) in cursorFlushes { flush.cancel() }
+        cursorFlushes.removeAll()
+        let shownCursors = cursorThrottles.filter(\.value.shown).map(\.key)
+        cursorThrottles.removeAll()
         if transport.isConnected {
+            // Where this client's pointer was shown, it leaves.
+            for room in shownCursors {
+                try? transport.enqueueAtMostOnce(topics.roomCursor(room: room, user: user), payload: CursorPosition.payload(nil))
+            }
             try? await transport.publish(presenceTopic, payload: Self.offline, retain: true)
             try? await transport.publish(presenceTopic, payload: [], retain: true)
         }
@@ -288,6 +311,8 @@ public actor TandemClient {
         }
         for key in conversations.keys { conversations[key]?.replicas.finish() }
         allConversations?.finish()
+        for key in cursorWatches.keys { cursorWatches[key]?.listeners.finish() }
+        cursorWatches.removeAll()
         for key in workouts.keys { workouts[key]?.finish() }
         allWorkouts?.finish()
         presenceListeners?.finish()
