@@ -66,6 +66,17 @@ import TestSupport
             #expect(table.standardOutput.contains("… older changes: tandem-agent room history --room script-history --before 8"), "\(table.transcript)")
             let json = try await alice.run(["room", "history", "--room", "script-history", "--before", "3"])
             #expect(json.objects("history").first?["entries"]?.arrayValue?.map { $0["version"]?.int64Value } == [2, 1], "\(json.transcript)")
+            // The same for people: what each undo and redo did, in one line.
+            let human = try await alice.run(["room", "--room", "script-history-human"], json: false, standardInput: input)
+            #expect(human.termination?.code == 0, "\(human.transcript)")
+            let said = human.standardOutput
+            #expect(said.contains("undone: delete s2 (the sticker is back as s2-"), "\(human.transcript)")
+            #expect(said.contains("undone: create s2-"), "\(human.transcript)")
+            #expect(said.contains("undone: update s1") && said.contains("redone: update s1"), "\(human.transcript)")
+            #expect(said.contains("nothing to undo"), "\(human.transcript)")
+            #expect(said.contains("room script-history-human · version 4 · restorable back to version "), "\(human.transcript)")
+            #expect(said.contains("4        delete  s2       alice"), "\(human.transcript)")
+
             // bob is not a member: one line, exit 1.
             let stranger = try await Agent(broker: broker, user: "bob").run(["room", "history", "--room", "script-history"], json: false)
             #expect(stranger.termination?.code == 1, "\(stranger.transcript)")
