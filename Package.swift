@@ -227,6 +227,9 @@ let package = Package(
         .testTarget(name: "TandemLoggingTests", dependencies: ["TandemLogging", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "TandemMQTTTests", dependencies: ["TandemMQTT", "TestSupport"]),
         .testTarget(name: "TandemAgentTests", dependencies: ["TandemAgent", "TandemCore"]),
+        // The client library's pure parts (undo and redo, the cursor's pace, payloads),
+        // with no broker: the rules engine of TandemCore stands in for the coordinator.
+        .testTarget(name: "TandemClientTests", dependencies: ["TandemClient", "TandemCore"]),
         .testTarget(
             name: "TandemWebTests",
             // A real broker and coordinator behind the web server (TestSupport starts them).

@@ -46,6 +46,10 @@ public struct MosquittoTransport: TandemTransport {
         try client.enqueue(topic, payload: payload, qos: .atLeastOnce, retain: retain)
     }
 
+    public func enqueueAtMostOnce(_ topic: String, payload: [UInt8]) throws {
+        try client.enqueue(topic, payload: payload, qos: .atMostOnce, retain: false)
+    }
+
     public func subscribe(_ filters: [String]) async throws -> AsyncThrowingStream<TransportMessage, any Error> {
         let messages = Messages(try await client.subscribe(filters, qos: .atLeastOnce).makeAsyncIterator())
         // Pulled by the stream's consumer itself: no task in between, so messages of

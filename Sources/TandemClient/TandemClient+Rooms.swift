@@ -45,6 +45,8 @@ extension TandemClient {
         let epochBefore = rooms[id]!.replica.epoch
         guard rooms[id]!.replica.snapshot(snapshot) else { return }
         let newEpoch = epochBefore != nil && epochBefore != snapshot.epoch
+        // What the undo stacks name belongs to what was thrown away.
+        if newEpoch { undoHistories[id]?.clear() }
         changed(room: id, .snapshot(snapshot, newEpoch: newEpoch))
     }
 
@@ -56,6 +58,9 @@ extension TandemClient {
             change.type == .expire && held.first(where: { $0.id == change.stickerId })?.owner == user
         }
         let applied = rooms[id]!.replica.changes(changes)
+        // The room went back to another version: this user's undo and redo were about a
+        // room that is no more.
+        if changes.changes.contains(where: { $0.type == .restore }) { undoHistories[id]?.clear() }
         changed(room: id, .changes(changes, applied: applied), expiredLocks: expired, replicaChanged: applied)
     }
 
@@ -67,6 +72,7 @@ extension TandemClient {
         rooms[id]!.replicas.finish()
         rooms[id]!.updates.finish()
         rooms[id] = nil
+        undoHistories[id] = nil
     }
 
     /// Tells the room's listeners: every update to ``roomUpdates(_:)``, the replica to
@@ -102,7 +108,7 @@ extension TandemClient {
         return membershipListeners!.listen(first: [memberships.values.sorted { $0.roomId < $1.roomId }])
     }
 
-    private func followMemberships() async throws {
+    func followMemberships() async throws {
         guard membershipListeners == nil else { return }
         membershipListeners = Broadcast(buffering: .bufferingNewest(64))
         let prefix = topics.userRoom(user: user, room: "")
@@ -117,6 +123,7 @@ extension TandemClient {
         if message.payload.isEmpty {
             guard memberships.removeValue(forKey: roomId) != nil else { return }
             endRoom(roomId, .removed)
+            endCursors(roomId)
         } else {
             guard let entry = read("room entry", message, RoomMembership.decode), entry.roomId == roomId else { return }
             guard memberships[roomId] != entry else { return }
@@ -154,10 +161,22 @@ extension TandemClient {
 
     /// Sends an edit event without waiting: shown at once in the room's replicas (if
     /// the room is watched), its receipt on ``receipts()`` and ``roomUpdates(_:)``.
-    /// `label` defaults to "type sticker".
+    /// `label` defaults to "type sticker". A create, update or delete sent while the room
+    /// is watched goes on this user's undo stack once accepted (``undo(room:timestamp:)``).
     @discardableResult
     public func post(_ event: EditEvent, in room: String, label: String? = nil) -> Outgoing {
+        post(event, in: room, label: label, undoable: true)
+    }
+
+    /// ``post(_:in:label:)``; `undoable: false` for an undo's or redo's own events, which
+    /// move entries between the stacks themselves.
+    @discardableResult
+    func post(_ event: EditEvent, in room: String, label: String?, undoable: Bool) -> Outgoing {
         if rooms[room] != nil {
+            if undoable, event.type.namesSticker {
+                undoHistories[room, default: UndoHistory()].sent(event, shown: rooms[room]!.replica.visibleSticker(event.stickerId))
+            }
+            if event.type == .restore { pendingRestores.insert(event.eventId) }
             let predicted = rooms[room]!.replica.applyLocal(event, as: user)
             if let predicted {
                 logger.info("\(event.type.rawValue) \(event.stickerId) will likely be rejected: \(predicted)")

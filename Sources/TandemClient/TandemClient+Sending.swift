@@ -66,7 +66,7 @@ extension TandemClient {
         }
         let abandoned = tracker.abandonAll()
         for outgoing in abandoned {
-            roomOfEdit[outgoing.id] = nil
+            if let room = roomOfEdit.removeValue(forKey: outgoing.id) { editSettled(outgoing.id, in: room, accepted: false) }
             waiters.removeValue(forKey: outgoing.id)?.resume(throwing: TandemClientError.noReceipt(id: outgoing.id))
         }
         return abandoned
@@ -84,13 +84,26 @@ extension TandemClient {
                 receiptListeners.send(.telemetryRejected(receipt))
             }
         case .acknowledged(let outgoing), .rejected(let outgoing):
-            if let room = roomOfEdit.removeValue(forKey: receipt.id), rooms[room] != nil {
-                rooms[room]!.replica.receipt(receipt)
-                changed(room: room, .receipt(receipt, outgoing))
+            if let room = roomOfEdit.removeValue(forKey: receipt.id) {
+                editSettled(receipt.id, in: room, accepted: receipt.status != .rejected)
+                if rooms[room] != nil {
+                    rooms[room]!.replica.receipt(receipt)
+                    changed(room: room, .receipt(receipt, outgoing))
+                }
             }
             receiptListeners.send(.settled(outgoing, receipt))
             waiters.removeValue(forKey: receipt.id)?.resume(returning: receipt)
         }
+    }
+
+    /// An edit of a watched room got its receipt (or was given up on): the undo stack
+    /// takes it, an accepted restore clears the stacks, and undos waiting for the room's
+    /// earlier edits go on once none is left.
+    private func editSettled(_ id: String, in room: String, accepted: Bool) {
+        undoHistories[room]?.settled(id, accepted: accepted)
+        if pendingRestores.remove(id) != nil, accepted { undoHistories[room]?.clear() }
+        guard !roomOfEdit.values.contains(room), let waiting = settleWaiters.removeValue(forKey: room) else { return }
+        for (_, waiter) in waiting { waiter.resume() }
     }
 
     func resendDue() {

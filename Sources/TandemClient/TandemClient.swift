@@ -73,6 +73,26 @@ public actor TandemClient {
     /// (`presence/{user}/+` each, ``onlineUsers(among:)``).
     var presenceFollowed = PresenceFollowed.only([])
     enum PresenceFollowed { case everyone, only(Set<String>) }
+    /// This client's undo and redo in each room (edits made while the room was watched),
+    /// and the last undo or redo asked for in each: the next one waits for it.
+    var undoHistories: [String: UndoHistory] = [:]
+    var undoQueue: [String: Task<Void, Never>] = [:]
+    /// Restores sent and waiting for their receipt: an accepted one clears the room's
+    /// undo and redo.
+    var pendingRestores: Set<String> = []
+    /// Undos and redos waiting for the edits sent before them in a room to be settled,
+    /// by room and token.
+    var settleWaiters: [String: [Int: CheckedContinuation<Void, Never>]] = [:]
+    var lastWaiterToken = 0
+    /// The pace of this client's cursor in each room, and the flush each waits for.
+    var cursorThrottles: [String: CursorThrottle] = [:]
+    var cursorFlushes: [String: Task<Void, Never>] = [:]
+    /// The other members' cursors of each room followed with ``cursors(room:)``.
+    var cursorWatches: [String: CursorWatch] = [:]
+    /// Rooms whose cursors topic is subscribed (it stays so until ``close()``).
+    var cursorsSubscribed: Set<String> = []
+    /// The origin of the monotonic clock the cursor throttles count on.
+    let clockOrigin = ContinuousClock.now
     var queries: [String: QuerySlot] = [:]
     /// `users/{user}/responses` is subscribed (from the first query on).
     var followingResponses = false
@@ -80,11 +100,19 @@ public actor TandemClient {
     /// Receipts, connection events and resends are followed (from the first `connect`).
     var following = false
     var connected = false
+    /// ``close()`` was called.
+    var isClosed = false
 
     struct RoomWatch {
         var replica: RoomReplica
         var replicas = Broadcast<RoomReplica>()
         var updates = Broadcast<RoomUpdate>(buffering: .unbounded)
+    }
+
+    struct CursorWatch {
+        var listeners = Broadcast<RoomCursor>(buffering: .bufferingNewest(256))
+        /// Each member's last position (members whose pointer left are not in it).
+        var latest: [String: CursorPosition] = [:]
     }
 
     struct ConversationWatch {
@@ -251,7 +279,15 @@ public actor TandemClient {
     public func close() async {
         for task in tasks { task.cancel() }
         tasks.removeAll()
+        for (_, flush) in cursorFlushes { flush.cancel() }
+        cursorFlushes.removeAll()
+        let shownCursors = cursorThrottles.filter(\.value.shown).map(\.key)
+        cursorThrottles.removeAll()
         if transport.isConnected {
+            // Where this client's pointer was shown, it leaves.
+            for room in shownCursors {
+                try? transport.enqueueAtMostOnce(topics.roomCursor(room: room, user: user), payload: CursorPosition.payload(nil))
+            }
             try? await transport.publish(presenceTopic, payload: Self.offline, retain: true)
             try? await transport.publish(presenceTopic, payload: [], retain: true)
         }
@@ -261,6 +297,11 @@ public actor TandemClient {
         waiters.removeAll()
         for case (_, .waiting(let waiter?)) in queries { waiter.resume(throwing: TandemClientError.closed) }
         queries.removeAll()
+        isClosed = true
+        for (_, waiters) in settleWaiters {
+            for (_, waiter) in waiters { waiter.resume() }
+        }
+        settleWaiters.removeAll()
         receiptListeners.finish()
         connectionListeners.finish()
         coordinator?.finish()
@@ -270,6 +311,8 @@ public actor TandemClient {
         }
         for key in conversations.keys { conversations[key]?.replicas.finish() }
         allConversations?.finish()
+        for key in cursorWatches.keys { cursorWatches[key]?.listeners.finish() }
+        cursorWatches.removeAll()
         for key in workouts.keys { workouts[key]?.finish() }
         allWorkouts?.finish()
         presenceListeners?.finish()

@@ -25,7 +25,8 @@ public enum TransportEvent: Sendable, Equatable {
 /// ``MosquittoTransport`` (libmosquitto); an Apple app plugs in its own (over
 /// Network.framework or any MQTT v5 client), with nothing else of the library changing.
 ///
-/// Every publish is QoS 1. A transport must:
+/// Every publish is QoS 1, but for room cursors (``enqueueAtMostOnce(_:payload:)``). A
+/// transport must:
 /// - set, before it connects, a retained will saying `{"online":false}` on the client's
 ///   presence topic (``TandemClient/presenceTopic``), so a crash is seen;
 /// - keep reconnecting on its own after a drop, and report both edges on ``events``;
@@ -43,8 +44,19 @@ public protocol TandemTransport: Sendable {
     func publish(_ topic: String, payload: [UInt8], retain: Bool) async throws
     /// Hands a QoS 1 message over without waiting; throws when it cannot even be queued.
     func enqueue(_ topic: String, payload: [UInt8], retain: Bool) throws
+    /// Hands a QoS 0 message over without waiting, not retained: what is lost is lost
+    /// (room cursors, which the next position replaces). Throws when it cannot be sent
+    /// now (not connected). A transport without QoS 0 may send it at QoS 1 (the default).
+    func enqueueAtMostOnce(_ topic: String, payload: [UInt8]) throws
     /// Subscribes at QoS 1; the stream ends when the transport is closed.
     func subscribe(_ filters: [String]) async throws -> AsyncThrowingStream<TransportMessage, any Error>
     /// Connection edges, for as long as the transport lives.
     var events: AsyncStream<TransportEvent> { get }
+}
+
+extension TandemTransport {
+    /// At QoS 1, for a transport that has no QoS 0 of its own.
+    public func enqueueAtMostOnce(_ topic: String, payload: [UInt8]) throws {
+        try enqueue(topic, payload: payload, retain: false)
+    }
 }

@@ -11,6 +11,11 @@ public struct Topics: Sendable, Equatable {
     // MARK: Published by clients
 
     public func roomEvents(room: String, user: String) -> String { "\(root)/rooms/\(room)/events/\(user)" }
+    /// A member's pointer over the room's photo (QoS 0, not retained; CONTRACT "Room
+    /// history, restore and cursors"): `{"x","y"}`, or `{}` when it leaves.
+    public func roomCursor(room: String, user: String) -> String { "\(root)/rooms/\(room)/cursors/\(user)" }
+    /// Every member's cursor in `room` (the last level is the member's userId).
+    public func roomCursors(room: String) -> String { "\(root)/rooms/\(room)/cursors/+" }
     public func dmCommands(user: String) -> String { "\(root)/users/\(user)/dm/commands" }
     public func workoutControl(user: String, workout: String, device: Device) -> String {
         "\(root)/users/\(user)/workouts/\(workout)/control/\(device.rawValue)"

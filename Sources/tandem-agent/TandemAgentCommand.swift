@@ -8,7 +8,7 @@ struct TandemAgentCommand: AsyncParsableCommand {
         commandName: "tandem-agent",
         abstract: "A Tandem peer on the command line: room member, DM user, workout device.",
         version: TandemVersion.current,
-        subcommands: [RoomCommand.self, DMCommandGroup.self, WorkoutCommand.self, LogbookCommand.self]
+        subcommands: [RoomCommandGroup.self, DMCommandGroup.self, WorkoutCommand.self, LogbookCommand.self]
     )
 
     static let subcommandNames = ["room", "dm", "workout", "logbook", "help"]

@@ -61,6 +61,11 @@ import TandemCore
         ("acquire s1", .acquire(id: "s1")),
         ("release s1", .release(id: "s1")),
         ("delete s1", .delete(id: "s1")),
+        ("history", .history(before: nil)),
+        ("history 12", .history(before: 12)),
+        ("restore 3", .restore(version: 3)),
+        ("UNDO", .undo),
+        ("redo", .redo),
         ("show", .show),
         ("help", .help),
         ("quit", .quit),
@@ -83,6 +88,15 @@ import TandemCore
         ("acquire", "too few arguments"),
         ("delete s1 s2", "too many arguments"),
         ("teleport s1", "unknown command"),
+        ("history 0", "BEFORE must be a version, a whole number from 1, not \"0\""),
+        ("history x", "BEFORE must be a version"),
+        ("history 3 4", "too many arguments; usage: history [BEFORE]"),
+        ("restore", "too few arguments; usage: restore VERSION"),
+        ("restore -2", "VERSION must be a version, a whole number from 1, not \"-2\""),
+        ("restore 2.5", "VERSION must be a version"),
+        ("restore 2 3", "too many arguments"),
+        ("undo s1", "too many arguments; usage: undo"),
+        ("redo all", "too many arguments; usage: redo"),
     ])
     func bad(line: String, fragment: String) {
         guard case .failure(let error) = RoomInput.parse(line) else {
@@ -102,5 +116,15 @@ import TandemCore
         let resize = try #require(try RoomInput.resize(id: "s1", width: 9, height: 10).event(eventId: "e2", timestamp: 5, shown: lookup))
         #expect(resize.frame == Frame(x: 1, y: 2, width: 9, height: 10))
         #expect(throws: InputError.self) { try RoomInput.move(id: "zz", x: 1, y: 1).event(eventId: "e3", timestamp: 5, shown: lookup) }
+    }
+
+    @Test func restoreSendsARestoreAndTheOthersAreNotEvents() throws {
+        let none: (String) -> Sticker? = { _ in nil }
+        let restore = try #require(try RoomInput.restore(version: 4).event(eventId: "e1", timestamp: 5, shown: none))
+        #expect(restore == EditEvent(eventId: "e1", restoringTo: 4, timestamp: 5))
+        #expect(restore.json().text == #"{"eventId":"e1","type":"restore","timestamp":5,"version":4}"#)
+        for input in [RoomInput.history(before: nil), .undo, .redo] {
+            #expect(try input.event(eventId: "e2", timestamp: 5, shown: none) == nil)
+        }
     }
 }

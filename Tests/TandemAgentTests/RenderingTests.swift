@@ -33,6 +33,31 @@ import TandemCore
         #expect(RoomTable.render(roomId: "r1", version: 0, stickers: [], pendingStickers: []) == "room r1 · version 0 · 0 stickers\n(no stickers)")
     }
 
+    @Test func historyTable() {
+        let t: Millis = 1_700_000_000_000
+        let entries = [
+            RoomHistoryAnswer.Entry(version: 5, eventId: "e5", userId: "bob", type: .restore, stickerId: nil, timestamp: t + 3_000),
+            RoomHistoryAnswer.Entry(version: 4, eventId: nil, userId: nil, type: .expire, stickerId: "s1", timestamp: t + 2_000),
+            RoomHistoryAnswer.Entry(version: 3, eventId: "e3", userId: "alice", type: .update, stickerId: "s1", timestamp: t),
+        ]
+        let answer = RoomHistoryAnswer(roomId: "r1", epoch: "ep", version: 5, oldest: 1, entries: entries)
+        let text = RoomTable.history(answer, limit: 3) { "history \($0)" }
+        #expect(text == """
+            room r1 · version 5 · restorable back to version 1
+            VERSION  CHANGE   STICKER  BY     TIME
+            -------  -------  -------  -----  --------
+            5        restore  -        bob    \(Format.time(t + 3_000))
+            4        expire   s1       -      \(Format.time(t + 2_000))
+            3        update   s1       alice  \(Format.time(t))
+            … older changes: history 3
+            """)
+        // A page that is not full has nothing older to point at.
+        #expect(!RoomTable.history(answer, limit: 20) { "history \($0)" }.contains("older"))
+        let empty = RoomHistoryAnswer(roomId: "r1", epoch: "ep", version: 0, oldest: 0, entries: [])
+        #expect(RoomTable.history(empty, limit: 20) { "history \($0)" } == "room r1 · version 0 · restorable back to version 0\n(no changes)")
+        #expect(RoomTable.historyJSON(answer)["entries"]?.arrayValue?.count == 3)
+    }
+
     @Test(arguments: [
         (0.0, "0:00"), (59.9, "0:59"), (61, "1:01"), (3_600, "1:00:00"), (3_725, "1:02:05"), (-3, "0:00"), (.nan, "0:00"),
     ])

@@ -7,7 +7,8 @@ import Testing
 @Suite struct RoomPropertyTests {
     static let users = ["alice", "bob", "carol"]
     static let lease: Millis = 10_000
-    /// The sticker rules alone (membership: RoomMembershipPropertyTests).
+    /// The sticker rules alone (membership: RoomMembershipPropertyTests; a restore changes
+    /// the whole room, not one sticker).
     static let stickerKinds = EditEvent.Kind.allCases.filter(\.namesSticker)
 
     /// The contract's rules written as plainly as possible, with linear scans.

@@ -182,4 +182,27 @@ import Testing
         replica.receipt(.accepted(id: "e1", kind: .dm, version: 9))
         #expect(replica.pendingEventIds == ["e1", "e2"])
     }
+
+    /// A restore shows nothing ahead of the coordinator (only it holds the room's history)
+    /// and predicts no rejection; the RoomChanges that carry it set the stickers whole.
+    @Test func anOwnRestoreWaitsForTheCoordinator() {
+        var replica = RoomReplica(roomId: "r")
+        replica.snapshot(Self.snapshot(3, [Self.sticker("s1"), Self.sticker("s2")]))
+        #expect(replica.applyLocal(EditEvent(eventId: "e1", restoringTo: 1, timestamp: 10), as: "alice") == nil)
+        #expect(replica.visibleStickers.map(\.id) == ["s1", "s2"])
+        #expect(replica.pendingEventIds == ["e1"])
+        replica.receipt(.accepted(id: "e1", kind: .room, version: 4))
+        #expect(replica.pendingEventIds.isEmpty)
+        let restored = Self.sticker("s0", frame: Self.frameC)
+        let change = RoomChange(version: 4, eventId: "e1", userId: "alice", restoredFrom: 1, stickers: [restored])
+        let applied = replica.changes(RoomChanges(roomId: "r", epoch: "ep1", fromVersion: 3, toVersion: 4, changes: [change]))
+        #expect(applied)
+        #expect(replica.visibleStickers == [restored])
+
+        // A refused one leaves nothing behind either.
+        replica.applyLocal(EditEvent(eventId: "e2", restoringTo: 9, timestamp: 11), as: "alice")
+        replica.receipt(.rejected(id: "e2", kind: .room, .invalid("version"), version: 4))
+        #expect(replica.pendingEventIds.isEmpty)
+        #expect(replica.visibleStickers == [restored])
+    }
 }

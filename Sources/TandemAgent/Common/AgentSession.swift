@@ -137,8 +137,9 @@ public final class AgentSession: Sendable {
 
     /// The end of a script (stdin done): waits for the receipts of what was sent (up
     /// to `timeout`), says what got none, runs `beforeClosing`, closes, and returns the
-    /// exit code (``AgentExit``).
-    public func finishScript(badLines: Int, timeout: Duration, beforeClosing: @Sendable () async -> Void = {}) async -> Int32 {
+    /// exit code (``AgentExit``). `failures`: requests that failed otherwise (a query
+    /// refused), counted as rejections.
+    public func finishScript(badLines: Int, failures: Int = 0, timeout: Duration, beforeClosing: @Sendable () async -> Void = {}) async -> Int32 {
         let abandoned = await client.settle(timeout: timeout)
         for outgoing in abandoned {
             console.error("no receipt for \(outgoing.label) (\(outgoing.id)) after \(timeout.components.seconds) s", code: "timeout")
@@ -146,7 +147,7 @@ public final class AgentSession: Sendable {
         await beforeClosing()
         let rejected = await client.rejectedCount
         await close()
-        return AgentExit.code(badLines: badLines, rejected: rejected, abandoned: abandoned.count)
+        return AgentExit.code(badLines: badLines, rejected: rejected + failures, abandoned: abandoned.count)
     }
 }
 

@@ -1,6 +1,7 @@
 import TandemCore
 
-/// The one-shot modes, queries answered by the coordinator: `dm history` and `logbook`.
+/// The one-shot modes, queries answered by the coordinator: `dm history`, `room history`
+/// and `logbook`.
 public struct QueryAgent: Sendable {
     public let session: AgentSession
     private var console: Console { session.console }
@@ -35,6 +36,19 @@ public struct QueryAgent: Sendable {
         if page.hasMore, let oldest = page.messages.first?.sentAt {
             console.line("… older messages: tandem-agent dm history \(peer) --before \(oldest)")
         }
+        return 0
+    }
+
+    /// Prints a page of a room's changes, newest first. Returns the exit code.
+    public func roomHistory(room: String, before: Int64?, limit: Int?) async throws -> Int32 {
+        let answer = try await ask { try await $0.history(room: room, before: before, limit: limit) }
+        if console.json {
+            console.object(RoomTable.historyJSON(answer))
+            return 0
+        }
+        console.line(RoomTable.history(answer, limit: limit ?? ClientRequest.defaultLimit) {
+            "tandem-agent room history --room \(room) --before \($0)"
+        })
         return 0
     }
 

@@ -14,6 +14,9 @@ public actor RoomAgent {
     private var started = false
     /// Input lines that could not be understood (a typo in a script): the exit code says so.
     private var badLines = 0
+    /// Requests that failed (a history query refused or unanswered, an undo without a
+    /// receipt): like a rejection, exit code 1.
+    private var failures = 0
     private var lastShown: (version: Int64, stickers: [Sticker], pending: Set<String>)?
     /// The last of our edits the update stream has shown, and who waits for one: a
     /// line is done once its edit is in ``replica`` (so `show`, and --json's snapshot
@@ -25,6 +28,8 @@ public actor RoomAgent {
 
     public static let retainedWait: Duration = .milliseconds(300)
     public static let settleTimeout: Duration = .seconds(30)
+    /// How many changes `history` shows at a time.
+    public static let historyPage = 20
 
     public init(session: AgentSession, roomId: String) {
         self.session = session
@@ -51,7 +56,7 @@ public actor RoomAgent {
     }
 
     private func finish() async -> Int32 {
-        await session.finishScript(badLines: badLines, timeout: Self.settleTimeout)
+        await session.finishScript(badLines: badLines, failures: failures, timeout: Self.settleTimeout)
     }
 
     private func start() {
@@ -105,6 +110,15 @@ public actor RoomAgent {
             console.output(human: RoomTable.members(members),
                            json: .obj(["type": "members", "members": .array(members.map { $0.json() })]))
             return true
+        case .history(let before):
+            await showHistory(before: before)
+            return true
+        case .undo:
+            await step(.undo)
+            return true
+        case .redo:
+            await step(.redo)
+            return true
         default:
             break
         }
@@ -121,7 +135,7 @@ public actor RoomAgent {
             console.error(error.message)
             return true
         }
-        pendingStickers[event.eventId] = event.stickerId
+        if event.type.namesSticker { pendingStickers[event.eventId] = event.stickerId }
         await client.post(event, in: roomId, label: Self.label(line: line, event: event))
         await untilShown(event.eventId)
         return true
@@ -165,6 +179,47 @@ public actor RoomAgent {
         ]))
     }
 
+    /// Prints a page of the room's history (`history [BEFORE]`).
+    private func showHistory(before: Int64?) async {
+        do {
+            // A script's edits before this line are in the history it reads.
+            try await client.waitForReceipts(in: roomId)
+            let answer = try await client.history(room: roomId, before: before, limit: Self.historyPage)
+            console.output(
+                human: RoomTable.history(answer, limit: Self.historyPage) { "history \($0)" },
+                json: RoomTable.historyJSON(answer))
+        } catch {
+            failures += 1
+            let code: String? = if case .queryRejected(let code, _)? = error as? TandemClientError { code } else { nil }
+            console.error("history: \(error)", code: code)
+        }
+    }
+
+    /// `undo` or `redo`. A rejection is said with the receipt (from the update stream), as
+    /// every edit's; what was done, in one line for people.
+    private func step(_ direction: UndoHistory.Direction) async {
+        do {
+            // The edits of the lines before are on the stacks once their receipts are in.
+            try await client.waitForReceipts(in: roomId)
+            let history = await client.undoHistory(of: roomId)
+            let entry = direction == .undo ? history?.undoStack.last : history?.redoStack.last
+            let receipt = try await direction == .undo ? client.undo(room: roomId) : client.redo(room: roomId)
+            guard let receipt, let entry else {
+                console.output(human: "nothing to \(direction.rawValue)",
+                               json: .obj(["type": .string(direction.rawValue), "status": "nothing"]))
+                return
+            }
+            guard receipt.status != .rejected else { return }
+            let done = direction == .undo ? "undone" : "redone"
+            let was = history?.currentId(of: entry.sticker) ?? entry.sticker
+            let now = await client.undoHistory(of: roomId)?.currentId(of: entry.sticker) ?? was
+            console.line("\(done): \(entry.kind.rawValue) \(was)" + (now != was ? " (the sticker is back as \(now))" : ""))
+        } catch {
+            failures += 1
+            console.error("\(direction.rawValue): \(error)")
+        }
+    }
+
     /// Returns once the update stream has brought our edit `eventId`.
     private func untilShown(_ eventId: String) async {
         guard lastLocalEdit != eventId else { return }
@@ -179,6 +234,7 @@ public actor RoomAgent {
     private static func label(line: String, event: EditEvent) -> String {
         let verb = InputLine(line).verb ?? event.type.rawValue
         if event.type == .leave { return verb }
+        if event.type == .restore { return "\(verb) \(event.restoreVersion ?? 0)" }
         return "\(verb) \(event.type.isMembership ? event.member ?? "" : event.stickerId)"
     }
 

@@ -12,6 +12,14 @@ public enum RoomInput: Sendable, Equatable {
     case remove(member: String)
     case role(member: String, role: MemberRole)
     case leave
+    /// A page of the room's changes, newest first; `before`: only versions below it.
+    case history(before: Int64?)
+    /// The room back as it was right after `version`.
+    case restore(version: Int64)
+    /// Take back this user's last create, move, resize or delete (``TandemClient/undo(room:timestamp:)``).
+    case undo
+    /// Apply again what the last undo took back.
+    case redo
     case members
     case show
     case help
@@ -30,6 +38,10 @@ public enum RoomInput: Sendable, Equatable {
         remove USER               take USER out of the room (the owner only)
         role USER editor|viewer   change a member's role (the owner only)
         leave                     leave the room (an owner passes it on)
+        history [BEFORE]          the room's changes, newest first (those below version BEFORE)
+        restore VERSION           the room's stickers back as they were right after VERSION
+        undo                      take back your last create, move, resize or delete
+        redo                      apply again what undo took back
         members                   who belongs to the room
         show                      the room as a table
         help                      this text
@@ -95,6 +107,20 @@ public enum RoomInput: Sendable, Equatable {
         case "leave":
             try input.expectCount(1, usage: "leave")
             return .leave
+        case "history":
+            let usage = "history [BEFORE]"
+            guard input.words.count <= 2 else { throw InputError("too many arguments; usage: \(usage)") }
+            return .history(before: input.words.count == 2 ? try Self.version(String(input.words[1]), "BEFORE", usage: usage) : nil)
+        case "restore":
+            let usage = "restore VERSION"
+            try input.expectCount(2, usage: usage)
+            return .restore(version: try Self.version(String(input.words[1]), "VERSION", usage: usage))
+        case "undo":
+            try input.expectCount(1, usage: "undo")
+            return .undo
+        case "redo":
+            try input.expectCount(1, usage: "redo")
+            return .redo
         case "members":
             try input.expectCount(1, usage: "members")
             return .members
@@ -106,6 +132,14 @@ public enum RoomInput: Sendable, Equatable {
         default:
             throw InputError("unknown command \"\(verb)\"; type help for the commands")
         }
+    }
+
+    /// A room version: a whole number from 1.
+    static func version(_ word: String, _ name: String, usage: String) throws(InputError) -> Int64 {
+        guard let version = Int64(word), version >= 1 else {
+            throw InputError("\(name) must be a version, a whole number from 1, not \"\(word)\" (usage: \(usage))")
+        }
+        return version
     }
 
     static func role(_ word: String, usage: String) throws(InputError) -> MemberRole {
@@ -137,7 +171,8 @@ public enum RoomInput: Sendable, Equatable {
         case .remove(let member): return EditEvent(eventId: eventId, type: .remove, member: member, timestamp: timestamp)
         case .role(let member, let role): return EditEvent(eventId: eventId, type: .role, member: member, role: role, timestamp: timestamp)
         case .leave: return EditEvent(eventId: eventId, type: .leave, member: nil, timestamp: timestamp)
-        case .show, .members, .help, .quit, .nothing: return nil
+        case .restore(let version): return EditEvent(eventId: eventId, restoringTo: version, timestamp: timestamp)
+        case .history, .undo, .redo, .show, .members, .help, .quit, .nothing: return nil
         }
     }
 }
@@ -147,6 +182,41 @@ public enum RoomTable {
     /// `members: alice (owner), bob (editor), carol (viewer)`.
     public static func members(_ members: [RoomMember]) -> String {
         members.isEmpty ? "members: (none known yet)" : "members: " + members.map { "\($0.userId) (\($0.role.rawValue))" }.joined(separator: ", ")
+    }
+
+    /// A page of the room's history, newest first, and how to ask for the page before it
+    /// when this one is full (`limit` entries) and older versions exist. `older` is the
+    /// command that asks ("history 12", or the one-shot command's line).
+    public static func history(_ answer: RoomHistoryAnswer, limit: Int, older: (Int64) -> String) -> String {
+        var lines = ["room \(answer.roomId) · version \(answer.version) · restorable back to version \(answer.oldest)"]
+        if answer.entries.isEmpty {
+            lines.append("(no changes)")
+            return lines.joined(separator: "\n")
+        }
+        var table = TextTable(headers: ["VERSION", "CHANGE", "STICKER", "BY", "TIME"])
+        for entry in answer.entries {
+            table.rows.append([
+                String(entry.version), entry.type.rawValue, entry.stickerId ?? "-", entry.userId ?? "-", Format.time(entry.timestamp),
+            ])
+        }
+        lines.append(table.rendered())
+        if answer.entries.count >= limit, let last = answer.entries.last, last.version > 1 {
+            lines.append("… older changes: \(older(last.version))")
+        }
+        return lines.joined(separator: "\n")
+    }
+
+    /// The `--json` line of a history page: `{"type":"history","roomId","epoch","version",
+    /// "oldest","entries":[...]}`, the entries as the coordinator wrote them.
+    public static func historyJSON(_ answer: RoomHistoryAnswer) -> JSON {
+        .object([
+            .init("type", "history"),
+            .init("roomId", .string(answer.roomId)),
+            .init("epoch", .string(answer.epoch)),
+            .init("version", .int(answer.version)),
+            .init("oldest", .int(answer.oldest)),
+            .init("entries", .array(answer.entries.map(\.json))),
+        ])
     }
 
     public static func render(roomId: String, version: Int64, stickers: [Sticker], pendingStickers: Set<String>) -> String {

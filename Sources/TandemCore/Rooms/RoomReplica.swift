@@ -83,8 +83,9 @@ public struct RoomReplica: Sendable {
     /// nothing); the coordinator decides, so the edit stays pending either way.
     @discardableResult
     public mutating func applyLocal(_ event: EditEvent, as user: String) -> Rejection? {
-        if event.type.isMembership {
-            // Nothing to show ahead of the coordinator: the members change when it says.
+        if event.type.isMembership || event.type == .restore {
+            // Nothing to show ahead of the coordinator: the members change when it says,
+            // and a restore's stickers are the room's history, which only it holds.
             pending.append(Pending(event: event, user: user, confirmedAt: nil))
             return nil
         }
@@ -98,7 +99,7 @@ public struct RoomReplica: Sendable {
     public mutating func receipt(_ receipt: Receipt) {
         guard receipt.kind == .room, let index = pending.firstIndex(where: { $0.event.eventId == receipt.id }) else { return }
         let id = pending[index].event.stickerId
-        if pending[index].event.type.isMembership {
+        if pending[index].event.type.isMembership || pending[index].event.type == .restore {
             pending.remove(at: index)
             return
         }

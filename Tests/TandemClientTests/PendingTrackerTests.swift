@@ -1,5 +1,5 @@
 import Testing
-import TandemAgent
+import TandemClient
 import TandemCore
 
 @Suite struct PendingTrackerTests {
