@@ -63,7 +63,7 @@ import TestSupport
                 let answer = try await history(bob, room, id: "h1")
                 #expect(answer["type"] == "roomHistory")
                 #expect(answer["version"] == .int(6))
-                #expect(answer["oldest"] == .int(0))
+                #expect(answer["oldest"] == .int(1))
                 #expect(answer["epoch"]?.stringValue?.isEmpty == false)
                 #expect(entries(answer).map { $0["version"]?.int64Value } == [6, 5, 4, 3, 2, 1])
                 #expect(entries(answer).map { $0["type"]?.stringValue } == ["create", "delete", "update", "create", "create", "invite"])
