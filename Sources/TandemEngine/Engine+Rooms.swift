@@ -149,7 +149,7 @@ extension Engine {
                 kind: EntityKind.room, key: roomId, version: room.version,
                 body: room.persistedBytes(), updatedAt: room.updatedAt))
             if let roomChanges = RoomChanges(roomId: roomId, epoch: epoch, changes: list) {
-                step.publications.append(Publication(topic: topics.roomChanges(room: roomId), payload: roomChanges.json().serialized()))
+                step.publications.append(Publication(topic: topics.roomChanges(room: roomId), payload: roomChanges.serialized()))
             }
             if room.isClosed {
                 // The last member left: the retained state goes (an empty retained message).

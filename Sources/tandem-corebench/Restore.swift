@@ -72,9 +72,11 @@ struct RestoreBench: AsyncParsableCommand {
             guard let loaded, loaded.count == stickers else { throw ValidationError("the history did not give the room back whole") }
             engine.roomLoaded(request, .stickers(loaded))
 
-            t = Clock.wall
+            // The step's own CPU time: what it costs the pipeline's thread, whatever else
+            // the machine runs.
+            t = Clock.threadCPU
             let applied = engine.step(now: now)
-            apply.append((Clock.wall - t) * 1000)
+            apply.append((Clock.threadCPU - t) * 1000)
             checkpointBytes = applied.batch.roomCheckpoints.reduce(0) { $0 + $1.body.count }
 
             t = Clock.wall
@@ -92,7 +94,7 @@ struct RestoreBench: AsyncParsableCommand {
         }
         print("restore of a room of \(stickers) stickers to a version 99 rows past its checkpoint, \(repeats) times (checkpoint \(checkpointBytes) bytes)")
         print(line("  read the room at its version (the partition waits)", read))
-        print(line("  the step that applies it", apply))
+        print(line("  the step that applies it (its CPU time)", apply))
         print(line("  that step's commit", commit))
         print(line("  the pipeline's whole pause (read + step + commit)", zip(zip(read, apply), commit).map { $0.0 + $0.1 + $1 }))
     }

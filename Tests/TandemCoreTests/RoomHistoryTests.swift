@@ -37,6 +37,16 @@ import Testing
         #expect(try RoomChange(json: json) == change)
     }
 
+    @Test func aRestoreChangesMessageIsWrittenStraightAndReadsTheSame() throws {
+        let restore = RoomChange(version: 7, eventId: "r1", userId: "alice", restoredFrom: 3, stickers: [sticker("s1"), sticker("s\"2", x: 0.5)])
+        let update = RoomChange(version: 8, eventId: "u1", userId: "bob", type: .update, stickerId: "s1", sticker: sticker("s1", x: 9))
+        for list in [[restore], [restore, update], [update, restore], [update]] {
+            let message = RoomChanges(roomId: "r", epoch: "e", fromVersion: 6, toVersion: 8, changes: list)
+            #expect(message.serialized() == message.json().serialized())
+            #expect(try RoomChanges.decode(message.serialized()) == message)
+        }
+    }
+
     @Test func applyRestoreBringsBackDeletedStickersAndTombstonesLaterOnes() throws {
         var room = RoomState(roomId: "r")
         for (i, id) in ["s1", "s2", "s3"].enumerated() {
