@@ -25,39 +25,39 @@ public struct Outgoing: Sendable, Equatable {
 /// - An item with no receipt `resendAfter` ms after it was last sent is due again.
 /// - After a reconnect every pending item is sent again, in the order first sent.
 /// - Receipts for ids it never sent (another agent of the same user) are not its business.
-public struct PendingTracker: Sendable {
-    public struct Entry: Sendable, Equatable {
-        public var outgoing: Outgoing
-        public var firstSentAt: Millis
-        public var lastSentAt: Millis
-        public var attempts: Int
+package struct PendingTracker: Sendable {
+    package struct Entry: Sendable, Equatable {
+        package var outgoing: Outgoing
+        package var firstSentAt: Millis
+        package var lastSentAt: Millis
+        package var attempts: Int
     }
 
     /// What a receipt did to the bookkeeping.
-    public enum Settlement: Sendable, Equatable {
+    package enum Settlement: Sendable, Equatable {
         case acknowledged(Outgoing)
         case rejected(Outgoing)
         /// Not one of ours, or already settled.
         case unknown
     }
 
-    public let resendAfter: Millis
+    package let resendAfter: Millis
     private var entries: [String: Entry] = [:]
     private var order: [String] = []
-    public private(set) var acknowledgedCount = 0
-    public private(set) var rejectedCount = 0
+    package private(set) var acknowledgedCount = 0
+    package private(set) var rejectedCount = 0
 
-    public init(resendAfter: Millis = 5_000) {
+    package init(resendAfter: Millis = 5_000) {
         self.resendAfter = resendAfter
     }
 
-    public var isEmpty: Bool { entries.isEmpty }
-    public var count: Int { entries.count }
-    public var pendingIds: [String] { order }
-    public func entry(_ id: String) -> Entry? { entries[id] }
+    package var isEmpty: Bool { entries.isEmpty }
+    package var count: Int { entries.count }
+    package var pendingIds: [String] { order }
+    package func entry(_ id: String) -> Entry? { entries[id] }
 
     /// Records a first send at `now`. Sending the same id again is a resend.
-    public mutating func sent(_ outgoing: Outgoing, at now: Millis) {
+    package mutating func sent(_ outgoing: Outgoing, at now: Millis) {
         if var existing = entries[outgoing.id] {
             existing.lastSentAt = now
             existing.attempts += 1
@@ -69,7 +69,7 @@ public struct PendingTracker: Sendable {
     }
 
     /// Settles the item a receipt answers.
-    public mutating func receipt(_ receipt: Receipt) -> Settlement {
+    package mutating func receipt(_ receipt: Receipt) -> Settlement {
         guard let entry = entries.removeValue(forKey: receipt.id) else { return .unknown }
         order.removeAll { $0 == receipt.id }
         if receipt.isAcknowledgement {
@@ -82,7 +82,7 @@ public struct PendingTracker: Sendable {
 
     /// Items without a receipt `resendAfter` ms after their last send, marked as sent
     /// again at `now`.
-    public mutating func dueForResend(at now: Millis) -> [Outgoing] {
+    package mutating func dueForResend(at now: Millis) -> [Outgoing] {
         var due: [Outgoing] = []
         for id in order {
             guard var entry = entries[id], now - entry.lastSentAt >= resendAfter else { continue }
@@ -96,7 +96,7 @@ public struct PendingTracker: Sendable {
 
     /// Every pending item, in the order first sent, marked as sent again at `now` (after
     /// a reconnect).
-    public mutating func resendAll(at now: Millis) -> [Outgoing] {
+    package mutating func resendAll(at now: Millis) -> [Outgoing] {
         order.compactMap { id in
             guard var entry = entries[id] else { return nil }
             entry.lastSentAt = now
@@ -107,7 +107,7 @@ public struct PendingTracker: Sendable {
     }
 
     /// Gives up on everything still pending; returns what was given up.
-    public mutating func abandonAll() -> [Outgoing] {
+    package mutating func abandonAll() -> [Outgoing] {
         defer {
             entries.removeAll()
             order.removeAll()

@@ -1,4 +1,5 @@
 import TandemClient
+import TandemCore
 
 /// The frames the server sends the page, built from the client library's values. Every
 /// one is a JSON object with a `type` (docs/PROTOCOL.md, "The browser front end").

@@ -1,6 +1,7 @@
 import Logging
 import ServiceLifecycle
 import TandemClient
+import TandemCore
 
 /// Where the web server's broker is, and how sessions behave.
 public struct WebSettings: Sendable {

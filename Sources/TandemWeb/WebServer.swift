@@ -4,6 +4,7 @@ import HummingbirdWebSocket
 import Logging
 import NIOCore
 import TandemClient
+import TandemCore
 
 /// The HTTP side of tandem-web: the page's files, sign-in and sign-out, the session
 /// check, `/healthz`, and `/ws`, one WebSocket per tab.

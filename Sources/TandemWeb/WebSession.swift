@@ -1,5 +1,6 @@
 import Logging
 import TandemClient
+import TandemCore
 
 /// A frame on its way to a page, or the sign that the tab's watched room changed: that
 /// one is built when the socket takes it, from the room as it is then (``Tab``), so a

@@ -1,13 +1,13 @@
 /// A small seeded generator (SplitMix64): fast, deterministic, good enough for
 /// simulation, and what the property tests use so that a failure names its seed.
-struct SplitMix64: RandomNumberGenerator, Sendable {
+package struct SplitMix64: RandomNumberGenerator, Sendable {
     private var state: UInt64
 
-    init(seed: UInt64) {
+    package init(seed: UInt64) {
         state = seed
     }
 
-    mutating func next() -> UInt64 {
+    package mutating func next() -> UInt64 {
         state &+= 0x9E37_79B9_7F4A_7C15
         var z = state
         z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
@@ -15,7 +15,7 @@ struct SplitMix64: RandomNumberGenerator, Sendable {
         return z ^ (z >> 31)
     }
 
-    mutating func next(in range: ClosedRange<Double>) -> Double {
+    package mutating func next(in range: ClosedRange<Double>) -> Double {
         Double.random(in: range, using: &self)
     }
 }

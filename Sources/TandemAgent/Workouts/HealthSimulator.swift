@@ -1,3 +1,5 @@
+import TandemCore
+
 /// Plausible, deterministic health data for a simulated watch.
 ///
 /// Heart rate starts at 90 bpm (rest) and moves toward a target set by the pace —

@@ -1,3 +1,4 @@
+import TandemCore
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
