@@ -19,7 +19,6 @@ import TandemCore
 @_exported import struct TandemCore.RoomMember
 @_exported import enum TandemCore.MemberRole
 @_exported import struct TandemCore.RoomMembership
-@_exported import struct TandemCore.RoomHistoryRow
 // Direct messages.
 @_exported import struct TandemCore.DMCommand
 @_exported import struct TandemCore.DirectMessage
