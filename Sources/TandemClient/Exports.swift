@@ -8,6 +8,7 @@ import TandemCore
 
 // Time and identifiers.
 @_exported import typealias TandemCore.Millis
+@_exported import enum TandemCore.WallClock
 // Rooms.
 @_exported import struct TandemCore.Frame
 @_exported import struct TandemCore.Sticker

@@ -2,15 +2,6 @@ import Foundation
 import TandemCore
 import TandemEngine
 
-/// The wall clock: milliseconds since the Unix epoch, as on the wire.
-public enum WallClock {
-    public static func now() -> Millis {
-        var ts = timespec()
-        clock_gettime(CLOCK_REALTIME, &ts)
-        return Millis(ts.tv_sec) * 1000 + Millis(ts.tv_nsec / 1_000_000)
-    }
-}
-
 /// The coordinator's two clocks (``Engine/Now``): the wall clock for times of day on the
 /// wire, and a tick for deadlines that is monotonic (`CLOCK_MONOTONIC`: never stepped by
 /// NTP, an operator or a virtual machine's resume) and reads like the wall clock did when
