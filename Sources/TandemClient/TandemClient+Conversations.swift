@@ -12,7 +12,7 @@ extension TandemClient {
         if conversations[peer] == nil, allConversations == nil {
             watch(peer: peer)
             try await follow([topics.conversation(user: user, peer: peer), topics.conversationChanges(user: user, peer: peer)]) {
-                $0.take(conversation: $1)
+                $0.receive(conversation: $1)
             }
         }
         watch(peer: peer)
@@ -26,7 +26,7 @@ extension TandemClient {
         if allConversations == nil {
             allConversations = Broadcast(buffering: .unbounded)
             try await follow([topics.conversations(user: user), topics.allConversationChanges(user: user)]) {
-                $0.take(conversation: $1)
+                $0.receive(conversation: $1)
             }
         }
         let held = conversations.values.map(\.replica).filter { $0.epoch != nil }.sorted { $0.peer < $1.peer }
@@ -68,20 +68,20 @@ extension TandemClient {
 
     /// A snapshot or ConversationChanges of one of this user's views: which one is said
     /// by the level after `conversations/` (`{peer}` or `{peer}/changes`).
-    private func take(conversation message: TransportMessage) {
+    private func receive(conversation message: TransportMessage) {
         let prefix = topics.conversation(user: user, peer: "")
         guard message.topic.hasPrefix(prefix) else { return }
         if message.topic.dropFirst(prefix.count).contains("/") {
-            take(conversationChanges: message)
+            receive(conversationChanges: message)
         } else {
-            take(conversationSnapshot: message)
+            receive(conversationSnapshot: message)
         }
     }
 
-    private func take(conversationSnapshot message: TransportMessage) {
+    private func receive(conversationSnapshot message: TransportMessage) {
         guard let snapshot = read("conversation snapshot", message, ConversationSnapshot.decode), snapshot.user == user else { return }
         watch(peer: snapshot.peer)
-        let taken = conversations[snapshot.peer]!.replica.take(snapshot)
+        let taken = conversations[snapshot.peer]!.replica.snapshot(snapshot)
         changed(peer: snapshot.peer, taken)
         // A retained snapshot may be up to a pacing interval behind the conversation (10 s:
         // a change at most 10 s after the snapshot went out, told live before this client
@@ -98,7 +98,7 @@ extension TandemClient {
     /// a newer snapshot would have replaced it.
     static let recentlyChangedMs: Millis = 35_000
 
-    private func take(conversationChanges message: TransportMessage) {
+    private func receive(conversationChanges message: TransportMessage) {
         guard let changes = read("conversation changes", message, ConversationChanges.decode), changes.user == user else { return }
         watch(peer: changes.peer)
         // Changes do not carry the coordinator's updatedAt: this clock stands for it
@@ -139,7 +139,7 @@ extension TandemClient {
             var taken = false
             if let whole = response["snapshot"] {
                 if let snapshot = try? ConversationSnapshot(json: whole), snapshot.user == user, snapshot.peer == peer {
-                    taken = conversations[peer]!.replica.take(snapshot)
+                    taken = conversations[peer]!.replica.snapshot(snapshot)
                 }
             } else if let changes = try? ConversationChanges(json: response) {
                 taken = conversations[peer]!.replica.apply(changes, now: WallClock.now()) == .applied

@@ -38,14 +38,14 @@ extension TandemClient {
             try await followMemberships()
             let prefix = topics.roomCursor(room: room, user: "")
             try await follow([topics.roomCursors(room: room)]) { client, message in
-                client.take(cursor: message, room: room, prefix: prefix)
+                client.receive(cursor: message, room: room, prefix: prefix)
             }
         }
         let held = cursorWatches[room]!.latest.sorted { $0.key < $1.key }.map { RoomCursor(userId: $0.key, position: $0.value) }
         return cursorWatches[room]!.listeners.listen(first: held)
     }
 
-    private func take(cursor message: TransportMessage, room: String, prefix: String) {
+    private func receive(cursor message: TransportMessage, room: String, prefix: String) {
         // Cursors are never retained: a retained one is someone's stale leftover.
         guard !message.retained, cursorWatches[room] != nil, message.topic.hasPrefix(prefix) else { return }
         let member = String(message.topic.dropFirst(prefix.count))

@@ -12,7 +12,7 @@ extension TandemClient {
         if case .only = presenceFollowed {
             presenceFollowed = .everyone
             try await follow([topics.allPresence]) { client, message in
-                client.take(presence: message)
+                client.receive(presence: message)
             }
         }
         return listen
@@ -39,7 +39,7 @@ extension TandemClient {
         followed.formUnion(new)
         presenceFollowed = .only(followed)
         try await follow(new.sorted().map { topics.presence(user: $0, clientId: "+") }) { client, message in
-            client.take(presence: message)
+            client.receive(presence: message)
         }
     }
 
@@ -51,7 +51,7 @@ extension TandemClient {
         return presenceListeners!.listen()
     }
 
-    private func take(presence message: TransportMessage) {
+    private func receive(presence message: TransportMessage) {
         guard case .presence(let user, let clientId)? = topics.parseInbound(message.topic),
               let online = PresenceTracker.parse(message.payload) else { return }
         var clients = presenceClients[user] ?? [:]

@@ -33,7 +33,7 @@ extension TandemClient {
     func query(_ makeRequest: (String) -> JSON) async throws -> JSON {
         if !followingResponses {
             followingResponses = true
-            try await follow([topics.responses(user: user)]) { $0.take(response: $1) }
+            try await follow([topics.responses(user: user)]) { $0.receive(response: $1) }
         }
         let requestId = ids.next()
         let payload = makeRequest(requestId).serialized()
@@ -95,7 +95,7 @@ extension TandemClient {
         continuation.resume(throwing: CancellationError())
     }
 
-    private func take(response message: TransportMessage) {
+    private func receive(response message: TransportMessage) {
         guard let json = try? JSON.parse(message.payload), let requestId = json["requestId"]?.stringValue,
               case .waiting(let continuation)? = queries[requestId] else { return }
         if let continuation {

@@ -33,14 +33,14 @@ extension TandemClient {
         let state = topics.roomState(room: id)
         try await follow([state, topics.roomChanges(room: id)]) { client, message in
             if message.topic == state {
-                client.take(room: id, snapshot: message)
+                client.receive(room: id, snapshot: message)
             } else {
-                client.take(room: id, changes: message)
+                client.receive(room: id, changes: message)
             }
         }
     }
 
-    private func take(room id: String, snapshot message: TransportMessage) {
+    private func receive(room id: String, snapshot message: TransportMessage) {
         guard rooms[id] != nil, let snapshot = read("room snapshot", message, RoomSnapshot.decode) else { return }
         let epochBefore = rooms[id]!.replica.epoch
         guard rooms[id]!.replica.snapshot(snapshot) else { return }
@@ -50,7 +50,7 @@ extension TandemClient {
         changed(room: id, .snapshot(snapshot, newEpoch: newEpoch))
     }
 
-    private func take(room id: String, changes message: TransportMessage) {
+    private func receive(room id: String, changes message: TransportMessage) {
         guard rooms[id] != nil, let changes = read("room changes", message, RoomChanges.decode) else { return }
         // Whose locks these expire is a question about the room before them.
         let held = rooms[id]!.replica.confirmedStickers
@@ -113,11 +113,11 @@ extension TandemClient {
         membershipListeners = Broadcast(buffering: .bufferingNewest(64))
         let prefix = topics.userRoom(user: user, room: "")
         try await follow([topics.userRoom(user: user, room: "+")]) { client, message in
-            client.take(membership: message, prefix: prefix)
+            client.receive(membership: message, prefix: prefix)
         }
     }
 
-    private func take(membership message: TransportMessage, prefix: String) {
+    private func receive(membership message: TransportMessage, prefix: String) {
         guard message.topic.hasPrefix(prefix) else { return }
         let roomId = String(message.topic.dropFirst(prefix.count))
         if message.payload.isEmpty {

@@ -72,7 +72,7 @@ extension TandemClient {
         return abandoned
     }
 
-    func take(receiptMessage message: TransportMessage) {
+    func receive(receiptMessage message: TransportMessage) {
         // A duplicate that carries its first copy's outcome counts as that outcome.
         guard let receipt = read("receipt", message, { (bytes) throws(Rejection) in try Receipt.decode(bytes).resolved }) else { return }
         switch tracker.receipt(receipt) {

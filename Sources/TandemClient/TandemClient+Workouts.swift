@@ -10,13 +10,13 @@ extension TandemClient {
         if workouts[id] == nil {
             workouts[id] = Broadcast()
             try await follow([topics.workoutState(user: user, workout: id)]) { client, message in
-                client.take(workout: id, message)
+                client.receive(workout: id, message)
             }
         }
         return workouts[id]!.listen()
     }
 
-    private func take(workout id: String, _ message: TransportMessage) {
+    private func receive(workout id: String, _ message: TransportMessage) {
         guard let snapshot = read("workout state", message, WorkoutSnapshot.decode) else { return }
         if let current = workouts[id]?.current, current.epoch == snapshot.epoch, current.version >= snapshot.version { return }
         workouts[id]?.send(snapshot)
@@ -29,13 +29,13 @@ extension TandemClient {
         if allWorkouts == nil {
             allWorkouts = Broadcast(buffering: .unbounded)
             try await follow([topics.allWorkoutStates(user: user)]) { client, message in
-                client.take(anyWorkout: message)
+                client.receive(anyWorkout: message)
             }
         }
         return allWorkouts!.listen(first: latestWorkouts.values.sorted { $0.startedAt < $1.startedAt })
     }
 
-    private func take(anyWorkout message: TransportMessage) {
+    private func receive(anyWorkout message: TransportMessage) {
         guard !message.payload.isEmpty, let snapshot = read("workout state", message, WorkoutSnapshot.decode) else { return }
         if let current = latestWorkouts[snapshot.workoutId], current.epoch == snapshot.epoch, current.version >= snapshot.version { return }
         latestWorkouts[snapshot.workoutId] = snapshot

@@ -201,7 +201,7 @@ public actor TandemClient {
         following = true
         tasks.append(Task { [weak self] in
             do {
-                for try await message in receipts { await self?.take(receiptMessage: message) }
+                for try await message in receipts { await self?.receive(receiptMessage: message) }
             } catch {}
         })
         tasks.append(Task { [weak self] in
@@ -332,15 +332,15 @@ public actor TandemClient {
         }
     }
 
-    /// Subscribes to `filters` and hands each message to `take` on this actor until
+    /// Subscribes to `filters` and hands each message to `receive` on this actor until
     /// the client closes.
-    func follow(_ filters: [String], _ take: @escaping @Sendable (isolated TandemClient, TransportMessage) -> Void) async throws {
+    func follow(_ filters: [String], _ receive: @escaping @Sendable (isolated TandemClient, TransportMessage) -> Void) async throws {
         let stream = try await transport.subscribe(filters)
         tasks.append(Task { [weak self] in
             do {
                 for try await message in stream {
                     guard let self else { return }
-                    await take(self, message)
+                    await receive(self, message)
                 }
             } catch {}
         })

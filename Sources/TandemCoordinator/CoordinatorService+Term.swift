@@ -223,7 +223,7 @@ extension CoordinatorService {
                 // On the partition's own thread: the loop that reads its session.
                 running.addTask(executorPreference: loops[index]) { [self] in
                     do {
-                        var engine = engines.take(index)
+                        var engine = engines.handOut(index)
                         if let knownUsers { engine.setKnownUsers(knownUsers) }
                         // Every snapshot again (the broker may have lost its retained
                         // copies, or the last leader's late copies may be there), in chunks
@@ -308,7 +308,8 @@ extension CoordinatorService {
             slots = Mutex(built)
         }
 
-        func take(_ index: Int) -> Engine {
+        /// Partition `index`'s engine, handed out once (its slot is emptied).
+        func handOut(_ index: Int) -> Engine {
             slots.withLock { $0[index].take()! }
         }
     }

@@ -20,7 +20,7 @@ final class PartitionGroup: Sendable {
     final class SkippedCount: Sendable {
         let value = Atomic<Int>(0)
         func add() { value.add(1, ordering: .relaxed) }
-        func take() -> Int { value.exchange(0, ordering: .relaxed) }
+        func readAndReset() -> Int { value.exchange(0, ordering: .relaxed) }
     }
 
     private let connectedPartitions = Mutex<Set<Int>>([])
@@ -37,7 +37,7 @@ final class PartitionGroup: Sendable {
     /// How many messages `partition`'s session left to the others since the last call.
     func takeSkipped(_ partition: Int) -> Int {
         guard let index = partitions.firstIndex(of: partition) else { return 0 }
-        return skipped[index].take()
+        return skipped[index].readAndReset()
     }
 
     /// The MQTT session client id of a partition: the configured one with one partition

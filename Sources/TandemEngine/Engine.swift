@@ -327,14 +327,14 @@ public struct Engine: Sendable {
         switch placement(of: route, payload: payload) {
         case .here: break
         case .everywhere:
-            guard configuration.partition == 0 else { return take(route, payload: payload, now: now) }
+            guard configuration.partition == 0 else { return dispatch(route, payload: payload, now: now) }
         case .elsewhere:
             metrics.messagesElsewhere += 1
             return []
         }
         metrics.messagesIn += 1
         metrics.messagesInByKind[route.metricsKind, default: 0] += 1
-        return take(route, payload: payload, now: now)
+        return dispatch(route, payload: payload, now: now)
     }
 
     enum Placement { case here, elsewhere, everywhere }
@@ -368,7 +368,7 @@ public struct Engine: Sendable {
         return partition == configuration.partition ? .here : .elsewhere
     }
 
-    private mutating func take(_ route: Topics.Inbound, payload: [UInt8], now: Millis) -> [Publication] {
+    private mutating func dispatch(_ route: Topics.Inbound, payload: [UInt8], now: Millis) -> [Publication] {
         switch route {
         case .roomEvent(let roomId, let user):
             return ingestRoomEvent(roomId: roomId, user: user, payload: payload, now: now)
@@ -469,7 +469,7 @@ public struct Engine: Sendable {
         if buckets[user] == nil {
             buckets[user] = TokenBucket(ratePerSecond: configuration.rateLimitPerSecond, burst: configuration.rateLimitBurst, now: now)
         }
-        return buckets[user]!.take(now: now)
+        return buckets[user]!.takeToken(now: now)
     }
 
     /// Every receipt the coordinator sends is made here, and counted here: once, by

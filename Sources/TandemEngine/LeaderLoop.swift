@@ -179,14 +179,14 @@ public struct LeaderLoop {
         case .message, .idChecked, .idCheckFailed, .queryFailed, .knownUsers, .tick:
             // Draining: nothing new is taken (no receipt was sent for it; it is resent).
             guard phase == .leading else { break }
-            take(input, at: now, into: &actions)
+            feedEngine(input, at: now, into: &actions)
         }
         advance(at: now, into: &actions)
         return actions
     }
 
     /// An input that the engine takes while leading.
-    private mutating func take(_ input: Input, at now: Engine.Now, into actions: inout [Action]) {
+    private mutating func feedEngine(_ input: Input, at now: Engine.Now, into actions: inout [Action]) {
         switch input {
         case .message(let topic, let payload):
             answerAtOnce(engine.ingest(topic: topic, payload: payload, at: now), into: &actions)
@@ -219,7 +219,7 @@ public struct LeaderLoop {
         switch phase {
         case .leading:
             if engine.pendingRoomLoad == nil, let deadline = engine.nextDeadline, deadline <= now.tick {
-                take(engine.step(at: now), isFinal: false, into: &actions)
+                carryOut(engine.step(at: now), isFinal: false, into: &actions)
             }
             // A restore waits for its room at a version: read once the step before it is
             // committed (so the history holds every version up to it).
@@ -232,7 +232,7 @@ public struct LeaderLoop {
         case .draining:
             if requestRoomLoad(into: &actions) { return }
             let step = engine.flush(at: now)
-            take(step, isFinal: engine.pendingRoomLoad == nil, into: &actions)
+            carryOut(step, isFinal: engine.pendingRoomLoad == nil, into: &actions)
             _ = requestRoomLoad(into: &actions)
         case .stopped:
             break
@@ -250,7 +250,7 @@ public struct LeaderLoop {
         return true
     }
 
-    private mutating func take(_ step: Engine.Step, isFinal: Bool, into actions: inout [Action]) {
+    private mutating func carryOut(_ step: Engine.Step, isFinal: Bool, into actions: inout [Action]) {
         if step.batch.isEmpty {
             // Nothing to persist (paced snapshots, a republished chunk): every state they
             // show is committed already.

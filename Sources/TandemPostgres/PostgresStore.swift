@@ -238,7 +238,7 @@ public actor PostgresStore: CoordinatorStore {
         return try await withCheckedThrowingContinuation { continuation in
             race.waiter.withLock { $0 = continuation }
             let timer = Task {
-                guard (try? await Task.sleep(for: deadline)) != nil, let waiting = race.take() else { return }
+                guard (try? await Task.sleep(for: deadline)) != nil, let waiting = race.claim() else { return }
                 waiting.resume(throwing: AttemptTimedOut())
                 race.tasks.withLock { $0.work }?.cancel()
                 await onTimeout()
@@ -246,7 +246,7 @@ public actor PostgresStore: CoordinatorStore {
             let work = Task {
                 let result: Result<T, any Error>
                 do { result = .success(try await body()) } catch { result = .failure(error) }
-                guard let waiting = race.take() else { return }
+                guard let waiting = race.claim() else { return }
                 race.tasks.withLock { $0.timer }?.cancel()
                 waiting.resume(with: result)
             }
@@ -260,7 +260,7 @@ public actor PostgresStore: CoordinatorStore {
         let tasks = Mutex<(work: Task<Void, Never>?, timer: Task<Void, Never>?)>((nil, nil))
 
         /// The waiting continuation, once: the first caller gets it.
-        func take() -> CheckedContinuation<T, any Error>? { waiter.withLock { $0.take() } }
+        func claim() -> CheckedContinuation<T, any Error>? { waiter.withLock { $0.take() } }
     }
 
     /// The commit marker's table, the lease's, and the key of this store's row in both:

@@ -94,16 +94,16 @@ public actor WebSession {
             let conversations = try await client.conversations()
             let workouts = try await client.allWorkoutSnapshots()
             tasks.append(Task { [weak self] in
-                for await list in rooms { await self?.take(rooms: list) }
+                for await list in rooms { await self?.receive(rooms: list) }
             })
             tasks.append(Task { [weak self] in
-                for await users in online { await self?.take(online: users) }
+                for await users in online { await self?.receive(online: users) }
             })
             tasks.append(Task { [weak self] in
-                for await replica in conversations { await self?.take(replica) }
+                for await replica in conversations { await self?.receive(replica) }
             })
             tasks.append(Task { [weak self] in
-                for await snapshot in workouts { await self?.take(snapshot) }
+                for await snapshot in workouts { await self?.receive(snapshot) }
             })
             try await client.connect(timeout: timeout)
         } catch {
@@ -133,7 +133,7 @@ public actor WebSession {
         }
     }
 
-    private func take(rooms list: [RoomMembership]) {
+    private func receive(rooms list: [RoomMembership]) {
         share("rooms", PageJSON.rooms(list))
         // A room the person left or was removed from no longer shows its members.
         let current = Set(list.map { "room:\($0.roomId)" })
@@ -143,7 +143,7 @@ public actor WebSession {
         sharePresence()
     }
 
-    private func take(online users: Set<String>) {
+    private func receive(online users: Set<String>) {
         online = users
         sharePresence()
     }
@@ -156,13 +156,13 @@ public actor WebSession {
         share("presence", frame)
     }
 
-    private func take(_ replica: ConversationReplica) async {
+    private func receive(_ replica: ConversationReplica) async {
         if conversations[replica.peer] == nil { await notePeople(Set(conversations.keys).union([replica.peer]), from: "chats") }
         conversations[replica.peer] = replica
         share("conversations", PageJSON.conversations(conversations.values.sorted { $0.updatedAt > $1.updatedAt }))
     }
 
-    private func take(_ snapshot: WorkoutSnapshot) {
+    private func receive(_ snapshot: WorkoutSnapshot) {
         var heartRates = workouts[snapshot.workoutId].flatMap { $0.snapshot.epoch == snapshot.epoch ? $0.heartRates : nil } ?? []
         if let health = snapshot.health, health.timestamp > (heartRates.last?.0 ?? .min) {
             heartRates.append((health.timestamp, health.heartRate))

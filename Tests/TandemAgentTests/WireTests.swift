@@ -69,20 +69,20 @@ import TandemCore
     @Test func reportsStatusChangesNewMessagesAndReads() throws {
         var book = ConversationBook(user: "alice")
         let m1 = DirectMessage(id: "m1", sender: "alice", text: "hi", sentAt: 1)
-        let first = book.take(snapshot(version: 1, status: .pending, messages: [m1]))
+        let first = book.update(with: snapshot(version: 1, status: .pending, messages: [m1]))
         #expect(first == [.appeared(peer: "bob", status: .pending), .message(peer: "bob", m1)])
         let m2 = DirectMessage(id: "m2", sender: "bob", text: "yo", sentAt: 2)
-        let taken = book.take(snapshot(version: 3, status: .active, messages: [m1.markedRead(), m2]))
+        let taken = book.update(with: snapshot(version: 3, status: .active, messages: [m1.markedRead(), m2]))
         let updates = try #require(taken)
         #expect(updates == [.statusChanged(peer: "bob", from: .pending, to: .active), .message(peer: "bob", m2), .readByPeer(peer: "bob", count: 1)])
     }
 
     @Test func ignoresOlderSnapshotsButTakesANewEpoch() {
         var book = ConversationBook(user: "alice")
-        _ = book.take(snapshot(version: 5, status: .active, messages: []))
-        let older = book.take(snapshot(version: 4, status: .left, messages: []))
-        let same = book.take(snapshot(version: 5, status: .left, messages: []))
-        let newEpoch = book.take(snapshot(version: 1, status: .pending, messages: [], epoch: "e2"))
+        _ = book.update(with: snapshot(version: 5, status: .active, messages: []))
+        let older = book.update(with: snapshot(version: 4, status: .left, messages: []))
+        let same = book.update(with: snapshot(version: 5, status: .left, messages: []))
+        let newEpoch = book.update(with: snapshot(version: 1, status: .pending, messages: [], epoch: "e2"))
         #expect(older == nil)
         #expect(same == nil)
         #expect(newEpoch == [.appeared(peer: "bob", status: .pending)])

@@ -28,13 +28,13 @@ import TandemCore
         var r = ConversationReplica(user: "bob", peer: "alice")
         // Nothing held yet: a gap.
         do { let outcome = r.apply(changes(from: 0, to: 1, [])); #expect(outcome == .gap) }
-        r.take(snapshot(version: 3))
+        r.snapshot(snapshot(version: 3))
         do { let outcome = r.apply(changes(from: 4, to: 5, [])); #expect(outcome == .gap) }
         #expect(r.version == 3)
         do { let outcome = r.apply(changes(from: 2, to: 3, [])); #expect(outcome == .ignored) }
-        do { let outcome = r.take(snapshot(version: 5, messages: [message("m9")])); #expect(outcome) }
+        do { let outcome = r.snapshot(snapshot(version: 5, messages: [message("m9")])); #expect(outcome) }
         #expect(r.messages.map(\.id) == ["m9"])
-        do { let outcome = r.take(snapshot(version: 4)); #expect(!outcome) }
+        do { let outcome = r.snapshot(snapshot(version: 4)); #expect(!outcome) }
         // Another view's changes are not this replica's.
         var other = changes(from: 5, to: 6, [])
         other.user = "carol"
@@ -45,7 +45,7 @@ import TandemCore
         var r = ConversationReplica(snapshot: snapshot(version: 9, messages: [message("m1")]))
         // Changes of a new epoch: a gap until its snapshot.
         do { let outcome = r.apply(changes(from: 0, to: 1, epoch: "e2", [])); #expect(outcome == .gap) }
-        do { let outcome = r.take(snapshot(version: 1, epoch: "e2", status: .pending)); #expect(outcome) }
+        do { let outcome = r.snapshot(snapshot(version: 1, epoch: "e2", status: .pending)); #expect(outcome) }
         #expect(r.version == 1 && r.messages.isEmpty && r.status == .pending && r.epoch == "e2")
     }
 
@@ -58,7 +58,7 @@ import TandemCore
         ]))
         // A later snapshot starting at m3: bob read up to m3 (so m1, m2 too), m5 new and
         // unread; alice read b1 (so his older ones too).
-        do { let taken = r.take(snapshot(version: 8, unread: 1, messages: [
+        do { let taken = r.snapshot(snapshot(version: 8, unread: 1, messages: [
             message("m3", read: true), message("m4", read: true), message("b2", "bob", read: true), message("m5"),
         ])); #expect(taken) }
         #expect(r.messages.map(\.id) == ["m1", "m2", "b1", "m3", "m4", "b2", "m5"])
@@ -66,14 +66,14 @@ import TandemCore
 
         // Unread beyond the snapshot's: the newest of the held ones from alice stay unread.
         var u = ConversationReplica(snapshot: snapshot(version: 3, unread: 2, messages: [message("m1", read: true), message("m2"), message("m3")]))
-        do { let taken = u.take(snapshot(version: 4, unread: 3, messages: [message("m3"), message("m4")])); #expect(taken) }
+        do { let taken = u.snapshot(snapshot(version: 4, unread: 3, messages: [message("m3"), message("m4")])); #expect(taken) }
         #expect(u.messages.map(\.id) == ["m1", "m2", "m3", "m4"])
         #expect(u.messages.map(\.isRead) == [true, false, false, false])
 
         // A snapshot whose first message is not held: what lies between is unknown, so
         // nothing older is kept (history pages it).
         var g = ConversationReplica(snapshot: snapshot(version: 3, messages: [message("m1")]))
-        do { let taken = g.take(snapshot(version: 9, messages: [message("m7"), message("m8")])); #expect(taken) }
+        do { let taken = g.snapshot(snapshot(version: 9, messages: [message("m7"), message("m8")])); #expect(taken) }
         #expect(g.messages.map(\.id) == ["m7", "m8"])
     }
 

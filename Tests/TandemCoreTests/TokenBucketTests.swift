@@ -4,7 +4,7 @@ import Testing
 @Suite struct TokenBucketTests {
     /// Takes a token at each time and says which were granted.
     func grants(_ bucket: inout TokenBucket, at times: [Millis]) -> [Bool] {
-        times.map { bucket.take(now: $0) }
+        times.map { bucket.takeToken(now: $0) }
     }
 
     @Test func allowsABurstThenTheRate() {

@@ -84,7 +84,7 @@ import TandemCore
         steps.append(send(&e, "alice", "c1", .request, peer: "bob", text: "hi", at: Self.t0))
         var bob = ConversationReplica(user: "bob", peer: "alice")
         let firstSnapshot = try #require(steps[0].publications.first { $0.topic == "\(Self.root)/bob/dm/conversations/alice" })
-        bob.take(try ConversationSnapshot.decode(firstSnapshot.payload))
+        bob.snapshot(try ConversationSnapshot.decode(firstSnapshot.payload))
         steps = [
             send(&e, "bob", "c2", .accept, peer: "alice", at: Self.t0 + 10),
             send(&e, "alice", "c3", .message, peer: "bob", text: "a", at: Self.t0 + 50),

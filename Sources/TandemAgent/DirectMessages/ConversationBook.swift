@@ -31,11 +31,11 @@ public struct ConversationBook: Sendable {
 
     /// Takes a view when it is newer than what is shown (or of a new epoch); returns
     /// what changed, or nil when it was ignored.
-    public mutating func take(_ view: ConversationSnapshot) -> [Update]? {
+    public mutating func update(with view: ConversationSnapshot) -> [Update]? {
         guard view.user == user else { return nil }
         var replica = views[view.peer] ?? ConversationReplica(user: user, peer: view.peer)
         let previous = replica.snapshot
-        guard replica.take(view) else { return nil }
+        guard replica.snapshot(view) else { return nil }
         views[view.peer] = replica
         return Self.updates(from: previous, to: view, user: user)
     }

@@ -95,7 +95,7 @@ public actor DMAgent {
     }
 
     private func handle(_ view: ConversationReplica) {
-        guard let snapshot = view.snapshot, let updates = book.take(snapshot), started else { return }
+        guard let snapshot = view.snapshot, let updates = book.update(with: snapshot), started else { return }
         if console.json {
             console.object(snapshot.json.typed("conversation"))
             for case .message(let peer, let m) in updates {

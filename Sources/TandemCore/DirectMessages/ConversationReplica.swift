@@ -40,7 +40,7 @@ public struct ConversationReplica: Sendable, Equatable {
     /// A replica holding `snapshot`.
     public init(snapshot: ConversationSnapshot) {
         self.init(user: snapshot.user, peer: snapshot.peer)
-        take(snapshot)
+        self.snapshot(snapshot)
     }
 
     /// The view as a snapshot value, nil before the first snapshot.
@@ -54,7 +54,7 @@ public struct ConversationReplica: Sendable, Equatable {
     /// Takes a snapshot of this view when it is newer, or of another epoch. Returns
     /// whether it was taken.
     @discardableResult
-    public mutating func take(_ snapshot: ConversationSnapshot) -> Bool {
+    public mutating func snapshot(_ snapshot: ConversationSnapshot) -> Bool {
         guard snapshot.user == user, snapshot.peer == peer else { return false }
         if let epoch, epoch == snapshot.epoch, snapshot.version <= version { return false }
         let kept = epoch == snapshot.epoch ? held(olderThan: snapshot) : []

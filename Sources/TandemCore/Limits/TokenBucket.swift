@@ -14,7 +14,7 @@ public struct TokenBucket: Sendable, Equatable {
     }
 
     /// Takes a token if there is one.
-    public mutating func take(now: Millis) -> Bool {
+    public mutating func takeToken(now: Millis) -> Bool {
         refill(now: now)
         guard tokens >= 1 else { return false }
         tokens -= 1
