@@ -74,7 +74,7 @@ let package = Package(
             dependencies: ["CSQLite", "TandemCore"]
         ),
 
-        // PostgreSQL: the same schema meaning as TandemStore, plus the leader lease
+        // PostgreSQL: the same schema meaning as SQLiteStore, plus the leader lease
         // (a term that fences every commit) for coordinators that take over.
         .target(
             name: "TandemPostgres",

@@ -81,7 +81,7 @@ extension CoordinatorService {
             guard FileManager.default.fileExists(atPath: path) else {
                 throw CheckError(message: "no database at \(path)")
             }
-            return try TandemStore.open(path: path)
+            return try SQLiteStore.open(path: path)
         case .postgres(let url):
             #if PostgreSQL
             return try await PostgresStore.openReader(url: url, logger: logger)
@@ -106,7 +106,7 @@ extension CoordinatorService {
         guard !FileManager.default.fileExists(atPath: destination) else {
             throw CheckError(message: "\(destination) already exists: a backup never overwrites a file; name a new one")
         }
-        let store = try TandemStore.open(path: location)
+        let store = try SQLiteStore.open(path: location)
         do {
             try await store.backup(to: destination)
             await store.close()

@@ -75,8 +75,8 @@ public final class CoordinatorService: Service {
         // Before anything else: a second coordinator on this file stops here, at once,
         // without touching the broker (it would kick the owner off the shared client id).
         let owner: DatabaseOwnerLock
-        let store: TandemStore
-        let checkpointer: TandemStore
+        let store: SQLiteStore
+        let checkpointer: SQLiteStore
         // The first partition's pipeline thread, which the writer runs on (below).
         let pipelineLoop = try PollLoop(name: "pipeline-p0", turnSpacing: configuration.turnSpacing)
         defer { pipelineLoop.stop() }
@@ -89,10 +89,10 @@ public final class CoordinatorService: Service {
             // call on the thread that decided it, not two thread switches; a commit that
             // finds another connection's write lock waits as a sleeping task, so the
             // thread goes on reading the broker (docs/ARCHITECTURE.md, "Concurrency").
-            store = try TandemStore.open(path: path, checkpoints: .separate, executor: pipelineLoop)
+            store = try SQLiteStore.open(path: path, checkpoints: .separate, executor: pipelineLoop)
             // Fixed with the database: refused, before the broker is touched, if it differs.
             try await store.fixPartitions(configuration.partitioning.count)
-            checkpointer = try TandemStore.openCheckpointer(path: path)
+            checkpointer = try SQLiteStore.openCheckpointer(path: path)
         } catch {
             logger.critical("cannot open the database", error: error, metadata: ["database": "\(path)"])
             throw error

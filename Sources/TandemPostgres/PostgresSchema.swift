@@ -3,7 +3,7 @@ import PostgresNIO
 import TandemCore
 
 /// Tandem's PostgreSQL schema: the same tables and meaning as the SQLite store's
-/// (`TandemStore+Schema.swift`), plus the leader lease and the commit marker that
+/// (`SQLiteStore+Schema.swift`), plus the leader lease and the commit marker that
 /// several coordinators on one database need.
 ///
 /// Migrations are forward only, numbered in `tandem_schema`, each in its own

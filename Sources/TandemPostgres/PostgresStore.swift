@@ -11,7 +11,7 @@ import TandemCore
 import Synchronization
 
 /// Tandem's database on PostgreSQL: the one owner of one connection, like the SQLite
-/// `TandemStore`, and the same `CoordinatorStore` to the coordinator.
+/// `SQLiteStore`, and the same `CoordinatorStore` to the coordinator.
 ///
 /// A store opened with a ``LeaderFence`` belongs to one leader term. Every commit
 /// checks, inside its own transaction and under a share lock on the lease row, that the

@@ -3,7 +3,7 @@ import CSQLite
 /// One open SQLite database: the raw `sqlite3*`, a cache of prepared statements, and the
 /// pragmas Tandem runs with.
 ///
-/// Not Sendable, on purpose: a connection is confined to one owner (the `TandemStore`
+/// Not Sendable, on purpose: a connection is confined to one owner (the `SQLiteStore`
 /// actor), which is also why it is opened with `SQLITE_OPEN_NOMUTEX` — SQLite's own
 /// per-call mutex would only guard against a second thread that cannot exist.
 ///
@@ -31,7 +31,7 @@ public final class SQLiteConnection {
         public var readOnly = false
         /// Whether a commit may checkpoint the WAL itself (SQLite's default, every 1000
         /// pages). Off, the writer never pays for a checkpoint: another connection runs
-        /// them (`TandemStore.checkpoint()`).
+        /// them (`SQLiteStore.checkpoint()`).
         public var autoCheckpoint = true
         /// `PRAGMA journal_size_limit`: when a commit starts the WAL over, the file is cut
         /// back to this many bytes (nil: SQLite's default, never cut back). A WAL that

@@ -14,8 +14,8 @@
 /// reader stuck in a long read transaction (an operator's shell) does not make commits
 /// wait on every pass; passive passes go on meanwhile.
 public struct WALCheckpointer: Sendable {
-    public let writer: TandemStore
-    public let checkpointer: TandemStore
+    public let writer: SQLiteStore
+    public let checkpointer: SQLiteStore
     public var restartAboveFrames: Int
     public var waitingAtMostMs: Int32
     private var backoff = 0
@@ -25,7 +25,7 @@ public struct WALCheckpointer: Sendable {
     /// 4,096 frames are 16 MiB of 4 KiB pages.
     public static let restartAboveFrames = 4_096
 
-    public init(writer: TandemStore, checkpointer: TandemStore, restartAboveFrames: Int = Self.restartAboveFrames,
+    public init(writer: SQLiteStore, checkpointer: SQLiteStore, restartAboveFrames: Int = Self.restartAboveFrames,
                 waitingAtMostMs: Int32 = 1_000) {
         self.writer = writer
         self.checkpointer = checkpointer

@@ -19,7 +19,7 @@ struct Populate: AsyncParsableCommand {
     @Option(help: "Events per step (one transaction each).") var batch = 2_000
 
     func run() async throws {
-        let store = try TandemStore.open(path: database)
+        let store = try SQLiteStore.open(path: database)
         let configuration = CoordinatorConfiguration()
         var now = WallClock.now()
         var engine = try await Recovery.engine(configuration: configuration, store: store, now: now)

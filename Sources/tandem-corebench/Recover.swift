@@ -22,7 +22,7 @@ struct Recover: AsyncParsableCommand {
             print("recover: \(label): \(Int((Clock.wall - t0) * 1000)) ms (\(residentMemory()))")
         }
         var t = Clock.wall
-        let store = try TandemStore.open(path: database)
+        let store = try SQLiteStore.open(path: database)
         lap("open", t)
 
         // Each part on its own: what it costs and holds.

@@ -22,8 +22,8 @@ struct RestoreBench: AsyncParsableCommand {
     func run() async throws {
         let path = "\(directory)/tandem-restore-bench-\(getpid()).sqlite"
         defer { for suffix in ["", "-wal", "-shm"] { unlink(path + suffix) } }
-        let store = try TandemStore.open(path: path)
-        let reader = try TandemStore.openReader(path: path)
+        let store = try SQLiteStore.open(path: path)
+        let reader = try SQLiteStore.openReader(path: path)
         var configuration = EngineConfiguration()
         configuration.rateLimitPerSecond = 0
         configuration.maxStickersPerRoom = max(stickers, configuration.maxStickersPerRoom)

@@ -17,7 +17,7 @@ import TestSupport
     struct Parts {
         let thread: PollLoop
         let service: CoordinatorService
-        let store: TandemStore
+        let store: SQLiteStore
         let client: MQTTClient
         let feed: AsyncStream<CoordinatorService.Input>.Continuation
         let running: Task<CoordinatorService.TermEnd, any Error>
@@ -34,7 +34,7 @@ import TestSupport
     static func start(broker: MosquittoBroker, reorderWindowMs: Millis) async throws -> Parts {
         let directory = try makeTemporaryDirectory(prefix: "pipeline")
         let thread = try PollLoop(name: "test-pipeline")
-        let store = try TandemStore.open(path: directory + "/tandem.sqlite", checkpoints: .separate, executor: thread)
+        let store = try SQLiteStore.open(path: directory + "/tandem.sqlite", checkpoints: .separate, executor: thread)
         let reader = try store.queryReader()
         var configuration = CoordinatorConfiguration()
         configuration.host = broker.host

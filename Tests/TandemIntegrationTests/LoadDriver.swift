@@ -361,7 +361,7 @@ struct TestRandom: RandomNumberGenerator {
 
 /// Every row of the coordinator's event log (read with the coordinator stopped).
 func readEventLog(_ path: String) async throws -> [EventLogRow] {
-    try await readEventLog(from: try TandemStore.open(path: path))
+    try await readEventLog(from: try SQLiteStore.open(path: path))
 }
 
 /// Every row of the event log of the PostgreSQL database at `url`.

@@ -33,7 +33,7 @@ import TestSupport
 
         func open() async throws -> any CoordinatorStore {
             switch backend {
-            case .sqlite: try TandemStore.open(path: location)
+            case .sqlite: try SQLiteStore.open(path: location)
             case .postgres: try await PostgresStore.open(url: PostgresURL(parsing: location), fence: nil, logger: logger)
             }
         }
@@ -431,7 +431,7 @@ import TestSupport
             switch backend {
             case .sqlite:
                 try await store.backup(to: target)
-                let copy = try TandemStore.open(path: target)
+                let copy = try SQLiteStore.open(path: target)
                 #expect(copy.epoch == store.epoch)
                 #expect(try await copy.loadEntities(kind: EntityKind.room).count == 1)
                 await copy.close()

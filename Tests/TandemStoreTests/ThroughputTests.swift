@@ -12,7 +12,7 @@ import TandemCore
     func batchOfHundredEvents(synchronous: SQLiteConnection.Synchronous) async throws {
         let batches = ProcessInfo.processInfo.environment["TANDEM_STORE_BENCH_BATCHES"].flatMap(Int.init) ?? 50
         try await withTemporaryDirectory { dir in
-            let store = try TandemStore.open(path: "\(dir)/bench.sqlite", synchronous: synchronous)
+            let store = try SQLiteStore.open(path: "\(dir)/bench.sqlite", synchronous: synchronous)
             let body = [UInt8](repeating: UInt8(ascii: "x"), count: 2_048)
             let payload = Array(#"{"eventId":"e","type":"update","stickerId":"s1","timestamp":1763740000000,"frame":{"x":1,"y":2,"width":3,"height":4}}"#.utf8)
             var total = Duration.zero
@@ -35,7 +35,7 @@ import TandemCore
             let seconds = Double(total.components.seconds) + Double(total.components.attoseconds) / 1e18
             let events = Double(batches * 100)
             print("""
-                TandemStore throughput (synchronous=\(synchronous.rawValue)): \(batches) batches of 100 events, \
+                SQLiteStore throughput (synchronous=\(synchronous.rawValue)): \(batches) batches of 100 events, \
                 \(Int(events / seconds)) events/s, \(String(format: "%.2f", seconds * 1000 / Double(batches))) ms per batch
                 """)
             #expect(try await store.summary().events == batches * 100)

@@ -31,7 +31,7 @@ import TandemCore
 
     /// A reader that reads until cancelled, one short read transaction after another (as
     /// the query reader and the id checks do); returns how many reads it made.
-    static func busyReader(_ reader: TandemStore) -> Task<Int, any Error> {
+    static func busyReader(_ reader: SQLiteStore) -> Task<Int, any Error> {
         Task {
             var reads = 0
             while !Task.isCancelled {
@@ -46,10 +46,10 @@ import TandemCore
     @Test func passesStartTheWALOverWhileAReaderReads() async throws {
         try await withTemporaryDirectory { dir in
             let path = "\(dir)/tandem.sqlite"
-            let writer = try TandemStore.open(path: path, checkpoints: .separate)
-            let checkpointer = try TandemStore.openCheckpointer(path: path)
+            let writer = try SQLiteStore.open(path: path, checkpoints: .separate)
+            let checkpointer = try SQLiteStore.openCheckpointer(path: path)
             var wal = WALCheckpointer(writer: writer, checkpointer: checkpointer, restartAboveFrames: 16)
-            let reader = try TandemStore.openReader(path: path)
+            let reader = try SQLiteStore.openReader(path: path)
             let reading = Self.busyReader(reader)
 
             for n in 0..<25 { try await writer.commit(Self.batch(n)) }
@@ -90,10 +90,10 @@ import TandemCore
     @Test func theWriterWaitsForRestartsAndTheWALStaysBounded() async throws {
         try await withTemporaryDirectory { dir in
             let path = "\(dir)/tandem.sqlite"
-            let writer = try TandemStore.open(path: path, checkpoints: .separate)
-            let checkpointer = try TandemStore.openCheckpointer(path: path)
+            let writer = try SQLiteStore.open(path: path, checkpoints: .separate)
+            let checkpointer = try SQLiteStore.openCheckpointer(path: path)
             var wal = WALCheckpointer(writer: writer, checkpointer: checkpointer, restartAboveFrames: 64)
-            let reader = try TandemStore.openReader(path: path)
+            let reader = try SQLiteStore.openReader(path: path)
             let reading = Self.busyReader(reader)
             let commits = 1_000
             let done = Flag()
@@ -129,7 +129,7 @@ import TandemCore
             await writer.close()
 
             let alonePath = "\(dir)/alone.sqlite"
-            let alone = try TandemStore.open(path: alonePath, checkpoints: .separate)
+            let alone = try SQLiteStore.open(path: alonePath, checkpoints: .separate)
             for n in 0..<commits { try await alone.commit(Self.batch(n)) }
             let unbounded = Self.walBytes(alonePath)
             await alone.close()
@@ -141,9 +141,9 @@ import TandemCore
     @Test func aRestartedWALIsCutBackToTheLimit() async throws {
         try await withTemporaryDirectory { dir in
             let path = "\(dir)/tandem.sqlite"
-            var options = TandemStore.writerOptions(synchronous: .normal, checkpoints: .separate)
+            var options = SQLiteStore.writerOptions(synchronous: .normal, checkpoints: .separate)
             options.journalSizeLimitBytes = 256 * 1024
-            let writer = try TandemStore.open(path: path, options: options)
+            let writer = try SQLiteStore.open(path: path, options: options)
             for n in 0..<100 { try await writer.commit(Self.batch(n)) }
             #expect(Self.walBytes(path) > 1_000_000)
             #expect(try await writer.restartWAL())

@@ -1,7 +1,7 @@
 /// What the coordinator needs of its store, and no more: recovery reads, the batch
 /// commit, the queries, the audit trail, and the operator's check and backup.
 ///
-/// Two stores conform: `TandemStore` (SQLite, the embedded default: one coordinator
+/// Two stores conform: `SQLiteStore` (SQLite, the embedded default: one coordinator
 /// owns the file) and `PostgresStore` (PostgreSQL: several coordinators share the
 /// database, one leads at a time, and every commit is fenced by its leader term). The
 /// engine never sees a store: it takes and returns values (`StoreBatch`, `EntityRow`,

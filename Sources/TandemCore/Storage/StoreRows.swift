@@ -167,7 +167,7 @@ public struct LogbookRow: Sendable, Equatable {
     }
 }
 
-/// Everything one coordinator batch persists, written by `TandemStore.commit` in one
+/// Everything one coordinator batch persists, written by `SQLiteStore.commit` in one
 /// transaction, in this order: forgotten seen ids, seen ids, event log, entities, new
 /// messages, read marks, logbook (so a message appended and read in the same batch ends
 /// up read).

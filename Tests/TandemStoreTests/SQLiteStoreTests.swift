@@ -3,7 +3,7 @@ import Testing
 import TandemCore
 @testable import TandemStore
 
-@Suite struct TandemStoreTests {
+@Suite struct SQLiteStoreTests {
     // MARK: Fixtures
 
     static func seen(_ user: String, _ id: String, at: Millis, kind: Receipt.Kind = .room) -> SeenId {
@@ -39,26 +39,26 @@ import TandemCore
         try await withTemporaryDirectory { dir in
             // The parent directory does not exist yet: open creates it.
             let path = "\(dir)/nested/data/tandem.sqlite"
-            let store = try TandemStore.open(path: path)
+            let store = try SQLiteStore.open(path: path)
             let epoch = store.epoch
             #expect(epoch.count == 16 && epoch.allSatisfy(\.isHexDigit))
             try await store.commit(Self.sampleBatch)
             await store.close()
 
-            let reopened = try TandemStore.open(path: path)
+            let reopened = try SQLiteStore.open(path: path)
             #expect(reopened.epoch == epoch)
             #expect(reopened.createdAt == store.createdAt)
             #expect(try await reopened.loadEntities(kind: EntityKind.room) == Self.sampleBatch.entities)
             #expect(try await reopened.latestMessages(conversation: "alice|bob", limit: 10) == Self.sampleBatch.messages)
             let summary = try await reopened.summary()
-            #expect(summary.schemaVersion == Int32(TandemStore.migrations.count))
+            #expect(summary.schemaVersion == Int32(SQLiteStore.migrations.count))
             #expect(summary.epoch == epoch)
             #expect((summary.rooms, summary.messages, summary.events, summary.seenIds, summary.logbookRows) == (1, 1, 1, 1, 1))
             #expect(summary.fileBytes > 0)
             await reopened.close()
 
             // A different database gets a different epoch.
-            let other = try TandemStore.open(path: "\(dir)/other.sqlite")
+            let other = try SQLiteStore.open(path: "\(dir)/other.sqlite")
             #expect(other.epoch != epoch)
         }
     }
@@ -69,7 +69,7 @@ import TandemCore
     @Test func theUpgradeMakesMembersOfEveryoneWithAnAcceptedEvent() async throws {
         try await withTemporaryDirectory { dir in
             let path = "\(dir)/tandem.sqlite"
-            let old = try TandemStore.open(path: path, migrations: Array(TandemStore.migrations.prefix(3)))
+            let old = try SQLiteStore.open(path: path, migrations: Array(SQLiteStore.migrations.prefix(3)))
             func event(_ user: String, _ room: String, _ id: String, at: Millis, _ status: Receipt.Status = .accepted) -> EventLogRow {
                 EventLogRow(at: at, kind: .room, userId: user, target: room, id: id, status: status, code: status == .accepted ? nil : .ownedByOther,
                             version: 1, payload: nil)
@@ -81,7 +81,7 @@ import TandemCore
                 entities: [EntityRow(kind: EntityKind.room, key: "party", version: 4, body: [1], updatedAt: 14)]))
             await old.close()
 
-            let store = try TandemStore.open(path: path)
+            let store = try SQLiteStore.open(path: path)
             #expect(try await store.loadRoomMembers() == [
                 RoomMemberRow(roomId: "party", userId: "bob", role: "owner", since: 10, invitedBy: nil, position: 0),
                 RoomMemberRow(roomId: "party", userId: "alice", role: "editor", since: 11, invitedBy: nil, position: 1),
@@ -94,7 +94,7 @@ import TandemCore
     @Test func migratesAnOlderDatabaseKeepingItsData() async throws {
         try await withTemporaryDirectory { dir in
             let path = "\(dir)/tandem.sqlite"
-            let old = try TandemStore.open(path: path, migrations: Array(TandemStore.migrations.prefix(1)))
+            let old = try SQLiteStore.open(path: path, migrations: Array(SQLiteStore.migrations.prefix(1)))
             // Seen ids as version 1 wrote them (no outcome columns yet), the rest as today.
             var batch = Self.sampleBatch
             batch.seenIds = []
@@ -109,9 +109,9 @@ import TandemCore
             }
             v1.close()
 
-            let store = try TandemStore.open(path: path)
+            let store = try SQLiteStore.open(path: path)
             let summary = try await store.summary()
-            #expect(summary.schemaVersion == Int32(TandemStore.migrations.count))
+            #expect(summary.schemaVersion == Int32(SQLiteStore.migrations.count))
             #expect(summary.epoch == epoch)
             #expect(try await store.loadSeenIds(since: 0) == Self.sampleBatch.seenIds)
             #expect(try await store.logbook(user: "alice") == [Self.run])
@@ -128,10 +128,10 @@ import TandemCore
                 let db = try SQLiteConnection(path: path)
                 try db.execute("PRAGMA user_version = 99")
             }
-            let error = try #require(throws: MigrationError.self) { try TandemStore.open(path: path) }
+            let error = try #require(throws: MigrationError.self) { try SQLiteStore.open(path: path) }
             #expect(error.code == .databaseNewerThanCode)
             #expect(error.message.contains("schema version 99"))
-            #expect(error.message.contains("up to \(TandemStore.migrations.count)"))
+            #expect(error.message.contains("up to \(SQLiteStore.migrations.count)"))
         }
     }
 
@@ -141,7 +141,7 @@ import TandemCore
             var generator = SystemRandomNumberGenerator()
             let garbage = (0..<8_192).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
             try Data(garbage).write(to: URL(fileURLWithPath: path))
-            let error = try #require(throws: SQLiteError.self) { try TandemStore.open(path: path) }
+            let error = try #require(throws: SQLiteError.self) { try SQLiteStore.open(path: path) }
             #expect(error.code == .notADatabase)
             #expect(error.message.contains("not a database"))
             #expect(error.context.contains(path))
@@ -151,7 +151,7 @@ import TandemCore
     @Test func aDamagedDatabaseFailsTheIntegrityCheck() async throws {
         try await withTemporaryDirectory { dir in
             let path = "\(dir)/tandem.sqlite"
-            let store = try TandemStore.open(path: path)
+            let store = try SQLiteStore.open(path: path)
             let many = (0..<400).map { Self.seen("u\($0)", "e\($0)", at: Millis($0)) }
             try await store.commit(StoreBatch(seenIds: many))
             #expect(try await store.integrityCheck() == "ok")
@@ -165,7 +165,7 @@ import TandemCore
             try handle.close()
             let damaged: String
             do {
-                let copy = try TandemStore.open(path: "\(dir)/copy.sqlite")
+                let copy = try SQLiteStore.open(path: "\(dir)/copy.sqlite")
                 damaged = try await copy.integrityCheck()
             } catch let error as SQLiteError {
                 // Depending on which page was hit, reading the schema already fails.
@@ -181,7 +181,7 @@ import TandemCore
 
     @Test func aFailedBatchLeavesNothingBehind() async throws {
         try await withTemporaryDirectory { dir in
-            let store = try TandemStore.open(path: "\(dir)/tandem.sqlite")
+            let store = try SQLiteStore.open(path: "\(dir)/tandem.sqlite")
             var batch = Self.sampleBatch
             // The second message reuses seq 1: it fails after everything before it was written.
             batch.messages.append(Self.message("alice|bob", 1, sentAt: 101))
@@ -199,7 +199,7 @@ import TandemCore
 
     @Test func everyTableRoundTrips() async throws {
         try await withTemporaryDirectory { dir in
-            let store = try TandemStore.open(path: "\(dir)/tandem.sqlite")
+            let store = try SQLiteStore.open(path: "\(dir)/tandem.sqlite")
             let rejected = EventLogRow(at: 200, kind: .dm, userId: "bob", target: "alice|bob", id: "", status: .rejected,
                                        code: .invalidPayload, version: nil, payload: nil)
             let noSummary = LogbookRow(userId: "alice", workoutId: "w2", startedAt: 5_000, endedAt: 6_000, origin: "phone",
@@ -253,7 +253,7 @@ import TandemCore
 
     @Test func pruningForgetsOnlyOldSeenIds() async throws {
         try await withTemporaryDirectory { dir in
-            let store = try TandemStore.open(path: "\(dir)/tandem.sqlite")
+            let store = try SQLiteStore.open(path: "\(dir)/tandem.sqlite")
             let ids = (0..<10).map { Self.seen("alice", "e\($0)", at: Millis($0) * 1_000) }
             try await store.commit(StoreBatch(seenIds: ids))
             #expect(try await store.pruneSeenIds(olderThan: 4_000) == 4)
@@ -265,7 +265,7 @@ import TandemCore
 
     @Test func aSeenIdKeepsItsFirstOutcome() async throws {
         try await withTemporaryDirectory { dir in
-            let store = try TandemStore.open(path: "\(dir)/tandem.sqlite")
+            let store = try SQLiteStore.open(path: "\(dir)/tandem.sqlite")
             let accepted = SeenId(userId: "alice", id: "e1", kind: .room, seenAt: 10, original: Receipt.Original(status: .accepted, code: nil, version: 4))
             let rejected = SeenId(userId: "bob", id: "e1", kind: .room, seenAt: 11, original: Receipt.Original(status: .rejected, code: .ownedByOther, version: 4))
             let unknown = SeenId(userId: "carol", id: "c1", kind: .dm, seenAt: 12)
@@ -276,7 +276,7 @@ import TandemCore
 
     @Test func pagingThroughMessageHistory() async throws {
         try await withTemporaryDirectory { dir in
-            let store = try TandemStore.open(path: "\(dir)/tandem.sqlite")
+            let store = try SQLiteStore.open(path: "\(dir)/tandem.sqlite")
             let all = (1...25).map { Self.message("alice|bob", Int64($0), sentAt: Millis($0) * 10) }
             try await store.commit(StoreBatch(messages: all + [Self.message("carol|dave", 1, sentAt: 5)]))
 
@@ -306,7 +306,7 @@ import TandemCore
 
     @Test func backupIsAConsistentOpenableCopy() async throws {
         try await withTemporaryDirectory { dir in
-            let store = try TandemStore.open(path: "\(dir)/tandem.sqlite")
+            let store = try SQLiteStore.open(path: "\(dir)/tandem.sqlite")
             try await store.commit(Self.sampleBatch)
             #expect(try await store.integrityCheck() == "ok")
             try await store.backup(to: "\(dir)/backups/1.sqlite")
@@ -314,7 +314,7 @@ import TandemCore
             try await store.commit(StoreBatch(seenIds: [Self.seen("bob", "e9", at: 500)]))
             await #expect(throws: SQLiteError.self) { try await store.backup(to: "\(dir)/backups/1.sqlite") }
 
-            let copy = try TandemStore.open(path: "\(dir)/backups/1.sqlite")
+            let copy = try SQLiteStore.open(path: "\(dir)/backups/1.sqlite")
             #expect(copy.epoch == store.epoch)
             #expect(try await copy.integrityCheck() == "ok")
             #expect(try await copy.summary().seenIds == 1)
@@ -324,7 +324,7 @@ import TandemCore
 
     @Test func aClosedStoreThrows() async throws {
         try await withTemporaryDirectory { dir in
-            let store = try TandemStore.open(path: "\(dir)/tandem.sqlite")
+            let store = try SQLiteStore.open(path: "\(dir)/tandem.sqlite")
             await store.close()
             let error = try await #require(throws: SQLiteError.self) { try await store.summary() }
             #expect(error.code == .misuse)

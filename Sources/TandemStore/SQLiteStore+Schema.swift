@@ -1,6 +1,6 @@
 import TandemCore
 
-extension TandemStore {
+extension SQLiteStore {
     /// Tandem's schema history. Append only: a shipped migration never changes.
     ///
     /// Tables are STRICT (SQLite >= 3.37): a value of the wrong type is an error, not a

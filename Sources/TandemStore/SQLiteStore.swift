@@ -9,7 +9,7 @@ import TandemCore
 /// pool: a commit that waits on the disk, on the busy timeout or on a checkpoint blocks
 /// one dispatch thread, never one of the few threads the pipeline and everything else
 /// run on (two on a 2-core machine). See `SQLiteConnection` for durability.
-public actor TandemStore {
+public actor SQLiteStore {
     /// Made once when the database was created; every snapshot carries it.
     public nonisolated let epoch: String
     /// When the database was created (milliseconds since the Unix epoch).
@@ -41,8 +41,8 @@ public actor TandemStore {
     public static func open(
         path: String, synchronous: SQLiteConnection.Synchronous = .normal, checkpoints: Checkpoints = .automatic,
         executor: (any SerialExecutor)? = nil
-    ) throws -> TandemStore {
-        try TandemStore(path: path, migrations: migrations, options: writerOptions(synchronous: synchronous, checkpoints: checkpoints), executor: executor)
+    ) throws -> SQLiteStore {
+        try SQLiteStore(path: path, migrations: migrations, options: writerOptions(synchronous: synchronous, checkpoints: checkpoints), executor: executor)
     }
 
     static func writerOptions(synchronous: SQLiteConnection.Synchronous, checkpoints: Checkpoints) -> SQLiteConnection.Options {
@@ -75,30 +75,30 @@ public actor TandemStore {
     /// A connection that only checkpoints (``checkpoint()``), beside a writer opened with
     /// `checkpoints: .separate`: the WAL is copied into the database off the commit path,
     /// on a dispatch thread of its own, while the writer goes on appending.
-    public static func openCheckpointer(path: String) throws -> TandemStore {
+    public static func openCheckpointer(path: String) throws -> SQLiteStore {
         var options = SQLiteConnection.Options()
         options.autoCheckpoint = false
-        return try TandemStore(path: path, migrations: nil, options: options)
+        return try SQLiteStore(path: path, migrations: nil, options: options)
     }
 
-    /// A second, read-only connection to a database another `TandemStore` keeps open
+    /// A second, read-only connection to a database another `SQLiteStore` keeps open
     /// and up to date: WAL lets it read the last committed state while the writer
     /// commits, so queries (DM history, logbook) never wait in the write pipeline. It
     /// runs no migrations.
-    public static func openReader(path: String) throws -> TandemStore {
+    public static func openReader(path: String) throws -> SQLiteStore {
         var options = SQLiteConnection.Options()
         options.readOnly = true
-        return try TandemStore(path: path, migrations: nil, options: options)
+        return try SQLiteStore(path: path, migrations: nil, options: options)
     }
 
     /// Opens with a chosen migration list: tests use it to build an older schema.
-    static func open(path: String, migrations: [Migration]) throws -> TandemStore {
-        try TandemStore(path: path, migrations: migrations, options: SQLiteConnection.Options())
+    static func open(path: String, migrations: [Migration]) throws -> SQLiteStore {
+        try SQLiteStore(path: path, migrations: migrations, options: SQLiteConnection.Options())
     }
 
     /// Opens with chosen options (tests: a small `journal_size_limit`).
-    static func open(path: String, options: SQLiteConnection.Options) throws -> TandemStore {
-        try TandemStore(path: path, migrations: migrations, options: options)
+    static func open(path: String, options: SQLiteConnection.Options) throws -> SQLiteStore {
+        try SQLiteStore(path: path, migrations: migrations, options: options)
     }
 
     private init(path: String, migrations: [Migration]?, options: SQLiteConnection.Options, executor: (any SerialExecutor)? = nil) throws {
@@ -613,11 +613,11 @@ public actor TandemStore {
     }
 }
 
-extension TandemStore: CoordinatorStore {
+extension SQLiteStore: CoordinatorStore {
     public nonisolated var location: String { path }
 
     /// A read-only WAL connection of its own (``openReader(path:)``).
     public nonisolated func queryReader() throws -> any CoordinatorStore {
-        try TandemStore.openReader(path: path)
+        try SQLiteStore.openReader(path: path)
     }
 }
