@@ -90,12 +90,12 @@ extension TandemClient {
     /// The origin's flight samples, for the other device to mirror (it shows them and
     /// takes elapsedTime from them), each newer than the last.
     public func mirroredFlights(workout: String, origin: Device) async throws -> AsyncStream<FlightData> {
-        try await samples(topics.flight(user: user, workout: workout, device: origin), { $0.timestamp }) { try? FlightData.decode($0).get() }
+        try await samples(topics.flight(user: user, workout: workout, device: origin), { $0.timestamp }) { try? FlightData.decode($0) }
     }
 
     /// The watch's health samples, for the phone, each newer than the last.
     public func healthSamples(workout: String) async throws -> AsyncStream<HealthData> {
-        try await samples(topics.health(user: user, workout: workout, device: .watch), { $0.timestamp }) { try? HealthData.decode($0).get() }
+        try await samples(topics.health(user: user, workout: workout, device: .watch), { $0.timestamp }) { try? HealthData.decode($0) }
     }
 
     /// The samples on `topic`, in the order of their timestamps: one that arrives after

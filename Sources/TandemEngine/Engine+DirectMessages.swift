@@ -11,12 +11,12 @@ extension Engine {
     }
 
     mutating func ingestDMCommand(user: String, payload: [UInt8], now: Millis) -> [Publication] {
-        switch DMCommand.decode(payload) {
-        case .failure(let failure):
-            return [receipt(.rejected(id: failure.id, kind: .dm, failure.rejection, version: nil), to: user, arrivedAt: now)]
-        case .success(let command):
+        do throws(DecodeFailure) {
+            let command = try DMCommand.decode(payload)
             let item = Buffered(user: user, id: command.commandId, command: .dm(command), payload: payload)
             return admit(item, kind: .dm, timestamp: command.timestamp, currentVersion: conversationVersion(user, command.peer), now: now)
+        } catch {
+            return [receipt(.rejected(id: error.id, kind: .dm, error.rejection, version: nil), to: user, arrivedAt: now)]
         }
     }
 

@@ -4,12 +4,12 @@ import TandemCore
 /// RoomChanges + one retained snapshot per changed room per step.
 extension Engine {
     mutating func ingestRoomEvent(roomId: String, user: String, payload: [UInt8], now: Millis) -> [Publication] {
-        switch EditEvent.decode(payload) {
-        case .failure(let failure):
-            return [receipt(.rejected(id: failure.id, kind: .room, failure.rejection, version: roomVersion(roomId)), to: user, arrivedAt: now, target: roomId)]
-        case .success(let event):
+        do throws(DecodeFailure) {
+            let event = try EditEvent.decode(payload)
             let item = Buffered(user: user, id: event.eventId, command: .room(roomId: roomId, event: event), payload: payload)
             return admit(item, kind: .room, timestamp: event.timestamp, currentVersion: roomVersion(roomId), now: now)
+        } catch {
+            return [receipt(.rejected(id: error.id, kind: .room, error.rejection, version: roomVersion(roomId)), to: user, arrivedAt: now, target: roomId)]
         }
     }
 

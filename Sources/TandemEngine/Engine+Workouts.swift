@@ -6,43 +6,44 @@ import TandemCore
 extension Engine {
     mutating func ingestWorkoutControl(user: String, workoutId: String, device: Device, payload: [UInt8], now: Millis) -> [Publication] {
         let key = WorkoutKey(user: user, workoutId: workoutId)
-        switch WorkoutControl.decode(payload) {
-        case .failure(let failure):
-            return [receipt(.rejected(id: failure.id, kind: .workout, failure.rejection, version: workouts[key]?.version), to: user, arrivedAt: now, target: key.description)]
-        case .success(let control):
+        do throws(DecodeFailure) {
+            let control = try WorkoutControl.decode(payload)
             let item = Buffered(user: user, id: control.commandId, command: .workout(workoutId: workoutId, device: device, control: control), payload: payload)
             return admit(item, kind: .workout, timestamp: control.timestamp, currentVersion: workouts[key]?.version, now: now)
+        } catch {
+            return [receipt(.rejected(id: error.id, kind: .workout, error.rejection, version: workouts[key]?.version), to: user, arrivedAt: now, target: key.description)]
         }
     }
 
     mutating func ingestFlight(user: String, workoutId: String, device: Device, payload: [UInt8], now: Millis) -> [Publication] {
-        ingestTelemetry(FlightData.decode(payload), id: { FlightData.receiptId(timestamp: $0.timestamp) }, user: user, workoutId: workoutId, now: now) { flight, workout in
+        ingestTelemetry({ () throws(DecodeFailure) in try FlightData.decode(payload) }, id: { FlightData.receiptId(timestamp: $0.timestamp) }, user: user, workoutId: workoutId, now: now) { flight, workout in
             WorkoutState.apply(flight: flight, from: device, to: &workout)
         }
     }
 
     mutating func ingestHealth(user: String, workoutId: String, device: Device, payload: [UInt8], now: Millis) -> [Publication] {
-        ingestTelemetry(HealthData.decode(payload), id: { HealthData.receiptId(timestamp: $0.timestamp) }, user: user, workoutId: workoutId, now: now) { health, workout in
+        ingestTelemetry({ () throws(DecodeFailure) in try HealthData.decode(payload) }, id: { HealthData.receiptId(timestamp: $0.timestamp) }, user: user, workoutId: workoutId, now: now) { health, workout in
             WorkoutState.apply(health: health, from: device, to: &workout)
         }
     }
 
     /// The one path of both kinds of telemetry: decoded, rate-limited, applied on arrival.
     mutating func ingestTelemetry<Sample>(
-        _ decoded: Result<Sample, DecodeFailure>, id: (Sample) -> String, user: String, workoutId: String, now: Millis,
+        _ decode: () throws(DecodeFailure) -> Sample, id: (Sample) -> String, user: String, workoutId: String, now: Millis,
         apply: (Sample, inout WorkoutState?) -> WorkoutOutcome
     ) -> [Publication] {
         let key = WorkoutKey(user: user, workoutId: workoutId)
-        switch decoded {
-        case .failure(let failure):
-            return [receipt(.rejected(id: failure.id, kind: .workout, failure.rejection, version: workouts[key]?.version), to: user, arrivedAt: now, target: key.description)]
-        case .success(let sample):
-            guard takeToken(for: user, now: now) else {
-                return [receipt(.rejected(id: id(sample), kind: .workout, Self.rateLimited, version: workouts[key]?.version), to: user, arrivedAt: now, target: key.description)]
-            }
-            let outcome = apply(sample, &workouts[key])
-            return telemetryOutcome(outcome, id: id(sample), key: key, now: now)
+        let sample: Sample
+        do throws(DecodeFailure) {
+            sample = try decode()
+        } catch {
+            return [receipt(.rejected(id: error.id, kind: .workout, error.rejection, version: workouts[key]?.version), to: user, arrivedAt: now, target: key.description)]
         }
+        guard takeToken(for: user, now: now) else {
+            return [receipt(.rejected(id: id(sample), kind: .workout, Self.rateLimited, version: workouts[key]?.version), to: user, arrivedAt: now, target: key.description)]
+        }
+        let outcome = apply(sample, &workouts[key])
+        return telemetryOutcome(outcome, id: id(sample), key: key, now: now)
     }
 
     /// Telemetry gets a receipt only when rejected; accepted samples make the snapshot due.

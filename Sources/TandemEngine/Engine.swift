@@ -356,7 +356,7 @@ public struct Engine: Sendable {
         case .roomEvent(let roomId, _):
             partition = partitioning.partition(ofRoom: roomId)
         case .dmCommand(let user):
-            if case .success(let command) = DMCommand.decode(payload) {
+            if let command = try? DMCommand.decode(payload) {
                 partition = partitioning.partition(ofConversation: user, command.peer)
             } else {
                 partition = partitioning.partition(ofUser: user)
@@ -397,21 +397,22 @@ public struct Engine: Sendable {
     /// everything else (a flood of them would hold up everyone's events), answered with
     /// an error response when refused, else handed to the service.
     mutating func ingestQuery(user: String, payload: [UInt8], now: Millis) -> [Publication] {
-        switch ClientRequest.decode(payload) {
-        case .failure(let failure):
+        let request: ClientRequest
+        do throws(DecodeFailure) {
+            request = try ClientRequest.decode(payload)
+        } catch {
             metrics.queriesRefused += 1
             let kind = (try? JSON.parse(payload))?["type"]?.stringValue
-            return [response(ClientRequest.errorResponse(requestId: failure.id, kind: kind, failure.rejection), to: user)]
-        case .success(let request):
-            guard takeToken(for: user, now: now) else {
-                metrics.queriesRefused += 1
-                return [response(ClientRequest.errorResponse(requestId: request.requestId, kind: request.kind.rawValue, Self.rateLimited), to: user)]
-            }
-            // The changes since a version are in memory: answered here, at once.
-            if request.kind == .dmChanges { return [response(dmChangesResponse(request, from: user), to: user)] }
-            queries.append(Query(user: user, request: request))
-            return []
+            return [response(ClientRequest.errorResponse(requestId: error.id, kind: kind, error.rejection), to: user)]
         }
+        guard takeToken(for: user, now: now) else {
+            metrics.queriesRefused += 1
+            return [response(ClientRequest.errorResponse(requestId: request.requestId, kind: request.kind.rawValue, Self.rateLimited), to: user)]
+        }
+        // The changes since a version are in memory: answered here, at once.
+        if request.kind == .dmChanges { return [response(dmChangesResponse(request, from: user), to: user)] }
+        queries.append(Query(user: user, request: request))
+        return []
     }
 
     /// The queries let in since the last call.

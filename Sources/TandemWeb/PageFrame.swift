@@ -56,9 +56,10 @@ public enum PageFrame: Sendable, Equatable {
             return .failure(Problem(.frameTooLarge, "the frame is \(bytes.count) bytes; the limit is \(maxBytes)"))
         }
         let reader: PayloadReader
-        switch PayloadReader.read(bytes, idSource: .field("ref")) {
-        case .success(let read): reader = read
-        case .failure(let failure): return .failure(Problem(.invalidFrame, failure.rejection.message, ref: failure.id.isEmpty ? nil : failure.id))
+        do throws(DecodeFailure) {
+            reader = try PayloadReader.read(bytes, idSource: .field("ref"))
+        } catch {
+            return .failure(Problem(.invalidFrame, error.rejection.message, ref: error.id.isEmpty ? nil : error.id))
         }
         let ref = reader.id.isEmpty ? nil : reader.id
         if let type = reader.object["type"]?.stringValue, !types.contains(type) {

@@ -23,7 +23,7 @@ import TandemCore
 
     @Test func theRequestIsTheContracts() throws {
         let request = RoomHistoryAnswer.request(requestId: "q1", roomId: "r", before: 7, limit: 20)
-        guard case .success(let decoded) = ClientRequest.decode(request.serialized()) else {
+        guard let decoded = try? ClientRequest.decode(request.serialized()) else {
             Issue.record("the coordinator cannot read it")
             return
         }

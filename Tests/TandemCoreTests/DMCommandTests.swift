@@ -3,7 +3,7 @@ import Testing
 
 @Suite struct DMCommandTests {
     private func decode(_ text: String) -> Result<DMCommand, DecodeFailure> {
-        DMCommand.decode(Array(text.utf8))
+        Result { () throws(DecodeFailure) in try DMCommand.decode(Array(text.utf8)) }
     }
 
     @Test func decodesAMessage() throws {
@@ -57,6 +57,6 @@ import Testing
 
     @Test func roundTripsThroughItsWireForm() throws {
         let command = DMCommand(commandId: "c9", type: .request, peer: "carol", timestamp: 42, text: "yo \"there\"")
-        #expect(try DMCommand.decode(command.json.serialized()).get() == command)
+        #expect(try DMCommand.decode(command.json.serialized()) == command)
     }
 }

@@ -4,19 +4,19 @@ import Testing
 @Suite struct EditEventDecodingTests {
     @Test func decodesACreate() throws {
         let text = #"{"eventId":"e1","type":"create","stickerId":"s1","timestamp":1763740000123,"image":"cat.png","frame":{"x":1.5,"y":-2,"width":10,"height":20},"extra":[1]}"#
-        let event = try EditEvent.decode(Array(text.utf8)).get()
+        let event = try EditEvent.decode(Array(text.utf8))
         #expect(event == EditEvent(eventId: "e1", type: .create, stickerId: "s1", timestamp: 1_763_740_000_123, image: "cat.png", frame: Frame(x: 1.5, y: -2, width: 10, height: 20)))
     }
 
     @Test func decodesAReleaseWithoutImageOrFrame() throws {
-        let event = try EditEvent.decode(Array(#"{"eventId":"e2","type":"release","stickerId":"s1","timestamp":5}"#.utf8)).get()
+        let event = try EditEvent.decode(Array(#"{"eventId":"e2","type":"release","stickerId":"s1","timestamp":5}"#.utf8))
         #expect(event.type == .release && event.image == nil && event.frame == nil)
     }
 
     @Test func encodesWhatItDecodes() throws {
         let event = Fixture.event(.create, "s9", id: "e9", at: 77)
         #expect(event.json().text == #"{"eventId":"e9","type":"create","stickerId":"s9","timestamp":77,"image":"star.png","frame":{"x":10,"y":20,"width":100,"height":50}}"#)
-        #expect(try EditEvent.decode(event.json().serialized()).get() == event)
+        #expect(try EditEvent.decode(event.json().serialized()) == event)
     }
 
     struct BadPayload: CustomTestStringConvertible, Sendable {
@@ -55,7 +55,7 @@ import Testing
 
     @Test(arguments: badPayloads)
     func rejectsBadPayloadsNamingTheField(_ bad: BadPayload) {
-        guard case .failure(let failure) = EditEvent.decode(Array(bad.json.utf8)) else {
+        guard let failure = DecodeFailure.of({ try EditEvent.decode(Array(bad.json.utf8)) }) else {
             Issue.record("accepted \(bad.json)")
             return
         }
@@ -66,13 +66,13 @@ import Testing
     /// Broken JSON is answered under its id whenever the id itself can be read (the
     /// contract's Changes of 2026-11-22), and under "" when it cannot.
     @Test func rejectsBrokenJSONWithItsIdWhenReadable() {
-        guard case .failure(let failure) = EditEvent.decode(Array(#"{"eventId":"e","type":"#.utf8)) else {
+        guard let failure = DecodeFailure.of({ try EditEvent.decode(Array(#"{"eventId":"e","type":"#.utf8)) }) else {
             Issue.record("accepted broken JSON")
             return
         }
         #expect(failure.id == "e")
         #expect(failure.rejection.code == .invalidPayload)
-        guard case .failure(let cut) = EditEvent.decode(Array(#"{"eventId":"e"#.utf8)) else {
+        guard let cut = DecodeFailure.of({ try EditEvent.decode(Array(#"{"eventId":"e"#.utf8)) }) else {
             Issue.record("accepted broken JSON")
             return
         }
@@ -82,12 +82,12 @@ import Testing
     @Test func countsImageLengthInCharactersNotBytes() throws {
         let image = String(repeating: "é", count: 256)  // 512 bytes of UTF-8
         let event = Fixture.event(.create, "s", id: "e", image: image)
-        #expect(try EditEvent.decode(event.json().serialized()).get().image == image)
+        #expect(try EditEvent.decode(event.json().serialized()).image == image)
     }
 
     @Test func refusesOversizedPayloadsWithTheirId() {
         let text = #"{"eventId":"big","type":"release","stickerId":"s","timestamp":1,"pad":""# + String(repeating: "x", count: 17_000) + "\"}"
-        guard case .failure(let failure) = EditEvent.decode(Array(text.utf8)) else {
+        guard let failure = DecodeFailure.of({ try EditEvent.decode(Array(text.utf8)) }) else {
             Issue.record("accepted an oversized payload")
             return
         }

@@ -49,14 +49,14 @@ import Testing
 
     @Test func payloadReaderRecoversTheIdWhenAnotherFieldIsWrong() throws {
         let bytes = Array(#"{"eventId":"e1","timestamp":"soon"}"#.utf8)
-        let reader = try PayloadReader.read(bytes, idSource: .field("eventId")).get()
+        let reader = try PayloadReader.read(bytes, idSource: .field("eventId"))
         #expect(reader.id == "e1")
         #expect(throws: Rejection.invalid("timestamp must be an integer, not string")) { try reader.int64("timestamp") }
     }
 
     @Test func payloadReaderRejectsOversizedPayloads() {
         let big = Array(("{\"eventId\":\"e2\",\"x\":\"" + String(repeating: "a", count: 17_000) + "\"}").utf8)
-        guard case .failure(let failure) = PayloadReader.read(big, idSource: .field("eventId")) else {
+        guard let failure = DecodeFailure.of({ try PayloadReader.read(big, idSource: .field("eventId")) }) else {
             Issue.record("oversized payload accepted")
             return
         }
@@ -65,7 +65,7 @@ import Testing
     }
 
     @Test func payloadReaderRejectsNonObjects() {
-        guard case .failure(let failure) = PayloadReader.read(Array("[1]".utf8), idSource: .field("eventId")) else {
+        guard let failure = DecodeFailure.of({ try PayloadReader.read(Array("[1]".utf8), idSource: .field("eventId")) }) else {
             Issue.record("array accepted")
             return
         }

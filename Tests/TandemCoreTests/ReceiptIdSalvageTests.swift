@@ -20,7 +20,7 @@ import TandemCore
     @Test(arguments: brokenEdits.map(\.0))
     func anEditEventsIdSurvivesABrokenPayload(_ name: String) throws {
         let bytes = try #require(Self.brokenEdits.first { $0.0 == name }?.1)
-        guard case .failure(let failure) = EditEvent.decode(bytes) else {
+        guard let failure = DecodeFailure.of({ try EditEvent.decode(bytes) }) else {
             Issue.record("\(name) was accepted")
             return
         }
@@ -30,7 +30,7 @@ import TandemCore
 
     @Test func aDMCommandsIdSurvivesALoneSurrogateInItsText() {
         let bytes = Array(#"{"commandId":"c9","type":"message","peer":"bob","timestamp":1,"text":"hi \udc00"}"#.utf8)
-        guard case .failure(let failure) = DMCommand.decode(bytes) else {
+        guard let failure = DecodeFailure.of({ try DMCommand.decode(bytes) }) else {
             Issue.record("accepted")
             return
         }
@@ -39,10 +39,10 @@ import TandemCore
 
     @Test func telemetryIsAnsweredUnderItsTimestampWhateverElseIsWrong() {
         let flight = Array(#"{"timestamp":1763740000123,"elapsedTime":1e999,"distance":"#.utf8)
-        guard case .failure(let f) = FlightData.decode(flight) else { Issue.record("accepted"); return }
+        guard let f = DecodeFailure.of({ try FlightData.decode(flight) }) else { Issue.record("accepted"); return }
         #expect(f.id == "flight:1763740000123")
         let health = Array(#"{"heartRate":"\ud800","timestamp":42 ,"cadence":1}"#.utf8)
-        guard case .failure(let h) = HealthData.decode(health) else { Issue.record("accepted"); return }
+        guard let h = DecodeFailure.of({ try HealthData.decode(health) }) else { Issue.record("accepted"); return }
         #expect(h.id == "health:42")
     }
 
@@ -62,7 +62,7 @@ import TandemCore
 
     @Test func anInvalidIdIsNotSalvaged() {
         let bytes = Array(#"{"eventId":"a/b","type":"create","image":"\ud800"}"#.utf8)
-        guard case .failure(let failure) = EditEvent.decode(bytes) else { Issue.record("accepted"); return }
+        guard let failure = DecodeFailure.of({ try EditEvent.decode(bytes) }) else { Issue.record("accepted"); return }
         #expect(failure.id == "")
     }
 

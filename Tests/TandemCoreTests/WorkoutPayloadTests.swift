@@ -3,10 +3,10 @@ import Testing
 
 @Suite struct WorkoutPayloadTests {
     @Test func decodesAControl() throws {
-        let control = try WorkoutControl.decode(Array(#"{"commandId":"w1","type":"start","timestamp":5,"mode":"mirrored","x":1}"#.utf8)).get()
+        let control = try WorkoutControl.decode(Array(#"{"commandId":"w1","type":"start","timestamp":5,"mode":"mirrored","x":1}"#.utf8))
         #expect(control == WorkoutControl(commandId: "w1", type: .start, timestamp: 5, mode: .mirrored))
-        #expect(try WorkoutControl.decode(control.json.serialized()).get() == control)
-        let bare = try WorkoutControl.decode(Array(#"{"commandId":"w2","type":"pause","timestamp":5}"#.utf8)).get()
+        #expect(try WorkoutControl.decode(control.json.serialized()) == control)
+        let bare = try WorkoutControl.decode(Array(#"{"commandId":"w2","type":"pause","timestamp":5}"#.utf8))
         #expect(bare.mode == nil)
     }
 
@@ -17,7 +17,7 @@ import Testing
         (#"{"commandId":"w 1","type":"start","timestamp":5}"#, ""),
     ])
     func rejectsInvalidControls(_ text: String, _ id: String) {
-        guard case .failure(let failure) = WorkoutControl.decode(Array(text.utf8)) else {
+        guard let failure = DecodeFailure.of({ try WorkoutControl.decode(Array(text.utf8)) }) else {
             Issue.record("accepted \(text)")
             return
         }
@@ -27,10 +27,10 @@ import Testing
     static let flightText = #"{"timestamp":1000,"elapsedTime":12.5,"distance":40.2,"pace":310.4,"altitude":31,"heading":92.5,"gpwsStatus":"caution","latitude":51.5,"longitude":-0.16}"#
 
     @Test func decodesAndEncodesFlightData() throws {
-        let flight = try FlightData.decode(Array(Self.flightText.utf8)).get()
+        let flight = try FlightData.decode(Array(Self.flightText.utf8))
         #expect(flight == FlightData(timestamp: 1000, elapsedTime: 12.5, distance: 40.2, pace: 310.4, altitude: 31, heading: 92.5, gpwsStatus: .caution, latitude: 51.5, longitude: -0.16))
         #expect(flight.json.text == Self.flightText)
-        #expect(try FlightData.decode(flight.json.serialized()).get() == flight)
+        #expect(try FlightData.decode(flight.json.serialized()) == flight)
     }
 
     @Test(arguments: [
@@ -44,7 +44,7 @@ import Testing
         members.removeAll { $0.key == key }
         members.append(.init(key, try JSON.parse(value)))
         json = .object(members)
-        guard case .failure(let failure) = FlightData.decode(json.serialized()) else {
+        guard let failure = DecodeFailure.of({ try FlightData.decode(json.serialized()) }) else {
             Issue.record("accepted \(key)=\(value)")
             return
         }
@@ -54,7 +54,7 @@ import Testing
     }
 
     @Test func aFlightWithoutTimestampHasNoId() {
-        guard case .failure(let failure) = FlightData.decode(Array(#"{"distance":1}"#.utf8)) else {
+        guard let failure = DecodeFailure.of({ try FlightData.decode(Array(#"{"distance":1}"#.utf8)) }) else {
             Issue.record("accepted")
             return
         }
@@ -63,7 +63,7 @@ import Testing
 
     @Test func decodesAndEncodesHealthData() throws {
         let text = #"{"timestamp":2000,"heartRate":151,"cadence":172,"activeEnergy":12.3}"#
-        let health = try HealthData.decode(Array(text.utf8)).get()
+        let health = try HealthData.decode(Array(text.utf8))
         #expect(health == HealthData(timestamp: 2000, heartRate: 151, cadence: 172, activeEnergy: 12.3))
         #expect(health.json.text == text)
     }
@@ -75,7 +75,7 @@ import Testing
         #"{"timestamp":2000,"heartRate":"fast","cadence":172,"activeEnergy":1}"#,
     ])
     func rejectsInvalidHealthData(_ text: String) {
-        guard case .failure(let failure) = HealthData.decode(Array(text.utf8)) else {
+        guard let failure = DecodeFailure.of({ try HealthData.decode(Array(text.utf8)) }) else {
             Issue.record("accepted \(text)")
             return
         }

@@ -280,7 +280,7 @@ func verifyLoad(
         .sorted { ($0.version ?? 0) < ($1.version ?? 0) }
     var replay = RoomState(roomId: room)
     for row in roomRows {
-        let event = try EditEvent.decode(try #require(row.payload)).get()
+        let event = try EditEvent.decode(try #require(row.payload))
         let outcome = replay.apply(event, from: row.userId, now: row.at, lease: 3_600_000, rules: MembershipRules.Context()).outcome
         #expect(outcome.isAccepted && outcome.version == row.version, "replay of \(row.userId)/\(row.id) at v\(row.version ?? -1): \(outcome)")
     }
@@ -298,7 +298,7 @@ func verifyLoad(
     let acceptedMessages = try log.filter { $0.kind == .dm && $0.status == .accepted }
         .sorted { ($0.version ?? 0) < ($1.version ?? 0) }
         .compactMap { row -> String? in
-            let command = try DMCommand.decode(try #require(row.payload)).get()
+            let command = try DMCommand.decode(try #require(row.payload))
             return command.type == .message ? command.commandId : nil
         }
     var messageIds: [String] = []
@@ -317,7 +317,7 @@ func verifyLoad(
     let controls = try log.filter { $0.kind == .workout && $0.status == .accepted }
         .sorted { ($0.version ?? 0) < ($1.version ?? 0) }
         .map { row -> (target: String, type: WorkoutControl.Kind) in
-            (row.target, try WorkoutControl.decode(try #require(row.payload)).get().type)
+            (row.target, try WorkoutControl.decode(try #require(row.payload)).type)
         }
     var workoutsChecked = 0
     for (target, rows) in Dictionary(grouping: controls, by: \.target) {

@@ -24,8 +24,8 @@ public struct DMCommand: Sendable, Equatable {
 
     /// Reads a DMCommand payload. The failure's id is the commandId when a valid one
     /// could be read, else "".
-    public static func decode(_ bytes: some Collection<UInt8>) -> Result<DMCommand, DecodeFailure> {
-        PayloadReader.decode(bytes, idSource: .field("commandId")) { (reader) throws(Rejection) in try decode(reader) }
+    public static func decode(_ bytes: some Collection<UInt8>) throws(DecodeFailure) -> DMCommand {
+        try PayloadReader.decode(bytes, idSource: .field("commandId")) { (reader) throws(Rejection) in try decode(reader) }
     }
 
     static func decode(_ reader: PayloadReader) throws(Rejection) -> DMCommand {

@@ -47,8 +47,8 @@ public struct ClientRequest: Sendable, Equatable {
         self.epoch = epoch
     }
 
-    public static func decode(_ bytes: some Collection<UInt8>) -> Result<ClientRequest, DecodeFailure> {
-        PayloadReader.decode(bytes, idSource: .field("requestId")) { (reader) throws(Rejection) in
+    public static func decode(_ bytes: some Collection<UInt8>) throws(DecodeFailure) -> ClientRequest {
+        try PayloadReader.decode(bytes, idSource: .field("requestId")) { (reader) throws(Rejection) in
             let requestId = try reader.identifier("requestId")
             let kind = try reader.oneOf("type", Kind.self)
             var request = ClientRequest(requestId: requestId, kind: kind)

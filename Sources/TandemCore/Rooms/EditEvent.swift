@@ -75,8 +75,8 @@ extension EditEvent {
     /// Decodes and validates an inbound payload. Every failure is `invalid_payload` (or
     /// `payload_too_large`) with a message naming the field; the failure's id is the
     /// payload's `eventId` when a valid one could be read, else "".
-    public static func decode(_ bytes: some Collection<UInt8>) -> Result<EditEvent, DecodeFailure> {
-        PayloadReader.decode(bytes, idSource: .field("eventId")) { (reader) throws(Rejection) in try EditEvent(reader: reader) }
+    public static func decode(_ bytes: some Collection<UInt8>) throws(DecodeFailure) -> EditEvent {
+        try PayloadReader.decode(bytes, idSource: .field("eventId")) { (reader) throws(Rejection) in try EditEvent(reader: reader) }
     }
 
     /// Reads the fields of an already parsed payload, in the order the contract lists them.

@@ -1,5 +1,9 @@
 /// Why an inbound payload could not be taken: the rejection to send, and the id to send
 /// it under (the payload's own id when a valid one could be read, else "").
+///
+/// The one convention of the package's decoders: they throw a typed error, this one for
+/// a client's payload (whose id the receipt needs), `Rejection` for what the coordinator
+/// wrote (snapshots and changes a client reads).
 public struct DecodeFailure: Error, Sendable, Equatable {
     public var id: String
     public var rejection: Rejection
@@ -7,6 +11,18 @@ public struct DecodeFailure: Error, Sendable, Equatable {
     public init(id: String, _ rejection: Rejection) {
         self.id = id
         self.rejection = rejection
+    }
+
+    /// The failure `body` throws, nil when it decodes (tests, the fuzz harness; a
+    /// closure's thrown type is not inferred, so `body` may throw anything and only a
+    /// DecodeFailure counts).
+    public static func of<T>(_ body: () throws -> T) -> DecodeFailure? {
+        do {
+            _ = try body()
+            return nil
+        } catch {
+            return error as? DecodeFailure
+        }
     }
 }
 
@@ -21,25 +37,25 @@ public struct PayloadReader: Sendable {
     /// Parses `bytes`: size limit, JSON syntax, a top-level object. `idSource` says where
     /// the receipt id is read from, even when another part of the payload is wrong (and
     /// even when it is not JSON at all: see ``FieldSalvage``).
-    public static func read(_ bytes: some Collection<UInt8>, idSource: ReceiptIdSource?) -> Result<PayloadReader, DecodeFailure> {
+    public static func read(_ bytes: some Collection<UInt8>, idSource: ReceiptIdSource?) throws(DecodeFailure) -> PayloadReader {
         let json: JSON
         do {
             json = try JSON.parse(bytes)
         } catch {
             let id = idSource?.salvage(from: bytes) ?? ""
             if bytes.count > WireLimits.maxPayloadBytes {
-                return .failure(DecodeFailure(id: id, Rejection(.payloadTooLarge, "payload is \(bytes.count) bytes; the limit is \(WireLimits.maxPayloadBytes)")))
+                throw DecodeFailure(id: id, Rejection(.payloadTooLarge, "payload is \(bytes.count) bytes; the limit is \(WireLimits.maxPayloadBytes)"))
             }
-            return .failure(DecodeFailure(id: id, .invalid(error.description)))
+            throw DecodeFailure(id: id, .invalid(error.description))
         }
         let id = idSource?.id(in: json) ?? ""
         if bytes.count > WireLimits.maxPayloadBytes {
-            return .failure(DecodeFailure(id: id, Rejection(.payloadTooLarge, "payload is \(bytes.count) bytes; the limit is \(WireLimits.maxPayloadBytes)")))
+            throw DecodeFailure(id: id, Rejection(.payloadTooLarge, "payload is \(bytes.count) bytes; the limit is \(WireLimits.maxPayloadBytes)"))
         }
         guard case .object = json else {
-            return .failure(DecodeFailure(id: id, .invalid("payload must be a JSON object, not \(json.typeName)")))
+            throw DecodeFailure(id: id, .invalid("payload must be a JSON object, not \(json.typeName)"))
         }
-        return .success(PayloadReader(object: json, id: id))
+        return PayloadReader(object: json, id: id)
     }
 
     /// Parses `bytes` and builds a value from its fields: every decoder's shape. A
@@ -47,16 +63,12 @@ public struct PayloadReader: Sendable {
     public static func decode<T>(
         _ bytes: some Collection<UInt8>, idSource: ReceiptIdSource?,
         _ make: (PayloadReader) throws(Rejection) -> T
-    ) -> Result<T, DecodeFailure> {
-        let reader: PayloadReader
-        switch read(bytes, idSource: idSource) {
-        case .success(let r): reader = r
-        case .failure(let failure): return .failure(failure)
-        }
+    ) throws(DecodeFailure) -> T {
+        let reader = try read(bytes, idSource: idSource)
         do throws(Rejection) {
-            return .success(try make(reader))
+            return try make(reader)
         } catch {
-            return .failure(DecodeFailure(id: reader.id, error))
+            throw DecodeFailure(id: reader.id, error)
         }
     }
 

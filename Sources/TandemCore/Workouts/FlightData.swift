@@ -36,8 +36,8 @@ public struct FlightData: Sendable, Equatable {
     /// Reads a FlightData payload: finite numbers, latitude in [-90, 90], longitude in
     /// [-180, 180], heading in [0, 360], no negative distance, elapsedTime or pace. The
     /// failure's id is `flight:<timestamp>` when the timestamp could be read, else "".
-    public static func decode(_ bytes: some Collection<UInt8>) -> Result<FlightData, DecodeFailure> {
-        PayloadReader.decode(bytes, idSource: receiptIdSource) {
+    public static func decode(_ bytes: some Collection<UInt8>) throws(DecodeFailure) -> FlightData {
+        try PayloadReader.decode(bytes, idSource: receiptIdSource) {
             (reader) throws(Rejection) in try FlightData(reader: reader)
         }
     }

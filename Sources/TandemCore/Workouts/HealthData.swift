@@ -20,8 +20,8 @@ public struct HealthData: Sendable, Equatable {
 
     /// Reads a HealthData payload: finite numbers, none negative. The failure's id is
     /// `health:<timestamp>` when the timestamp could be read, else "".
-    public static func decode(_ bytes: some Collection<UInt8>) -> Result<HealthData, DecodeFailure> {
-        PayloadReader.decode(bytes, idSource: receiptIdSource) {
+    public static func decode(_ bytes: some Collection<UInt8>) throws(DecodeFailure) -> HealthData {
+        try PayloadReader.decode(bytes, idSource: receiptIdSource) {
             (reader) throws(Rejection) in try HealthData(reader: reader)
         }
     }

@@ -19,8 +19,8 @@ public struct WorkoutControl: Sendable, Equatable {
 
     /// Reads a WorkoutControl payload. The failure's id is the commandId when a valid one
     /// could be read, else "".
-    public static func decode(_ bytes: some Collection<UInt8>) -> Result<WorkoutControl, DecodeFailure> {
-        PayloadReader.decode(bytes, idSource: .field("commandId")) { (reader) throws(Rejection) in
+    public static func decode(_ bytes: some Collection<UInt8>) throws(DecodeFailure) -> WorkoutControl {
+        try PayloadReader.decode(bytes, idSource: .field("commandId")) { (reader) throws(Rejection) in
             WorkoutControl(
                 commandId: try reader.identifier("commandId"),
                 type: try reader.oneOf("type", Kind.self),
