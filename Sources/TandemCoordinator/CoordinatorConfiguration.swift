@@ -4,7 +4,6 @@ import TandemMQTT
 
 /// Everything the coordinator is told at start (CONTRACT "Operating contract"): where
 /// the broker and the store are, who this process is, and the engine's rules.
-@dynamicMemberLookup
 public struct CoordinatorConfiguration: Sendable {
     public var host = "127.0.0.1"
     public var port = 1883
@@ -27,8 +26,8 @@ public struct CoordinatorConfiguration: Sendable {
     /// thread switch for all of it. It adds at most this much to an answer; an idle
     /// pipeline answers at once. Zero: a turn for every packet.
     public var turnSpacing: Duration = .milliseconds(1)
-    /// The rules the engine applies (windows, leases, limits, retention); each is also
-    /// read and set here by its own name (`configuration.reorderWindowMs`).
+    /// The rules the engine applies (windows, leases, limits, retention), reached by
+    /// their full path (`configuration.engine.reorderWindowMs`): one name per rule.
     public var engine = EngineConfiguration()
     /// The MQTT session is kept by the broker this long after we vanish.
     public var sessionExpirySeconds: UInt32 = 7 * 24 * 3600
@@ -40,14 +39,5 @@ public struct CoordinatorConfiguration: Sendable {
     public var leaderLeaseMs: Millis = 5_000
 
     public init() {}
-
-    public subscript<Value>(dynamicMember rule: WritableKeyPath<EngineConfiguration, Value>) -> Value {
-        get { engine[keyPath: rule] }
-        set { engine[keyPath: rule] = newValue }
-    }
-
-    public subscript<Value>(dynamicMember rule: KeyPath<EngineConfiguration, Value>) -> Value {
-        engine[keyPath: rule]
-    }
 }
 

@@ -26,7 +26,7 @@ extension CoordinatorService {
                 clientId: "\(configuration.clientId)-admin-\(configuration.instanceId)",
                 username: username, password: configuration.brokerAdminPassword,
                 session: .cleanStart, tls: configuration.tls, gate: gate),
-            topicRoot: configuration.topicRoot, logger: logger, maxMessageBytes: BrokerAccessAdmin.defaultMaxMessageBytes, answerTimeout: .seconds(5))
+            topicRoot: configuration.engine.topicRoot, logger: logger, maxMessageBytes: BrokerAccessAdmin.defaultMaxMessageBytes, answerTimeout: .seconds(5))
         try await admin.start()
         return (admin, try await admin.knownUsers())
     }
@@ -34,7 +34,7 @@ extension CoordinatorService {
     /// The partition whose room roles a partition's rooms are in (``RoomRoleNaming``):
     /// nil with one partition, whose roles have the names they had before partitions.
     func accessPartition(_ partition: Int) -> Int? {
-        configuration.partitioning.count > 1 ? partition : nil
+        configuration.engine.partitioning.count > 1 ? partition : nil
     }
 
     /// Makes `partition`'s room roles match `desired` (its rooms) when its term starts:

@@ -124,7 +124,7 @@ extension CoordinatorService {
     /// released), and takes partitions whose lease ran out or was released.
     func runSharedOnPostgres(url: PostgresURL, startedAt: Millis) async throws {
         let leaseMs = configuration.leaderLeaseMs
-        let count = configuration.partitioning.count
+        let count = configuration.engine.partitioning.count
         let instance = configuration.instanceId
         let directory = PostgresLease(url: url, instance: instance, leaseMs: leaseMs, logger: logger)
         let leases = (0..<count).map { PostgresLease(url: url, instance: instance, leaseMs: leaseMs, row: .partition($0), logger: logger) }

@@ -50,7 +50,7 @@ extension CoordinatorService {
         shared: (partition: Int, partitions: SharedPartitions)? = nil, firstLoop: PollLoop? = nil
     ) async throws -> TermEnd {
         let startedAt = WallClock.now()
-        let count = configuration.partitioning.count
+        let count = configuration.engine.partitioning.count
         let partitions = shared.map { [$0.partition] } ?? Array(0..<count)
         // Recovery's `now` is both clocks at once: the tick reads like the wall clock.
         let recoveredAt = clock.tick()
@@ -128,7 +128,7 @@ extension CoordinatorService {
                 knownUsers = started?.users
             }
             if let access {
-                let partitioning = configuration.partitioning
+                let partitioning = configuration.engine.partitioning
                 for partition in partitions {
                     let desired = roomAccess.mapValues { $0.filter { partitioning.partition(ofRoom: $0) == partition } }
                     try await reconcileAtStart(desired, on: access, partition: accessPartition(partition))
@@ -206,7 +206,7 @@ extension CoordinatorService {
             health.role = .leader(term: term, online: true)
             exporter.leading(term: term)
         }
-        logger.notice("online: leading (instance \(configuration.instanceId), term \(term), \(configuration.partitioning)); every subscription acknowledged; status published on \(topics.coordinatorStatus)", metadata: ["term": "\(term)"])
+        logger.notice("online: leading (instance \(configuration.instanceId), term \(term), \(configuration.engine.partitioning)); every subscription acknowledged; status published on \(topics.coordinatorStatus)", metadata: ["term": "\(term)"])
 
         // The partitions side by side, each on its own task; the first to fail stops the
         // others (their pipelines end at the cancellation), and the process with it.

@@ -43,7 +43,7 @@ public final class CoordinatorService: Service {
     ) {
         self.configuration = configuration
         self.logger = logger
-        self.topics = Topics(root: configuration.topicRoot)
+        self.topics = Topics(root: configuration.engine.topicRoot)
         self.health = health ?? HealthState(instanceId: configuration.instanceId)
         self.exporter = metrics
     }
@@ -57,7 +57,7 @@ public final class CoordinatorService: Service {
             try await runOnSQLite(path: path, startedAt: startedAt)
         case .postgres(let url):
             #if PostgreSQL
-            if configuration.partitioning.count > 1 {
+            if configuration.engine.partitioning.count > 1 {
                 try await runSharedOnPostgres(url: url, startedAt: startedAt)
             } else {
                 try await runOnPostgres(url: url, startedAt: startedAt)
@@ -91,7 +91,7 @@ public final class CoordinatorService: Service {
             // thread goes on reading the broker (docs/ARCHITECTURE.md, "Concurrency").
             store = try SQLiteStore.open(path: path, checkpoints: .separate, executor: pipelineLoop)
             // Fixed with the database: refused, before the broker is touched, if it differs.
-            try await store.fixPartitions(configuration.partitioning.count)
+            try await store.fixPartitions(configuration.engine.partitioning.count)
             checkpointer = try SQLiteStore.openCheckpointer(path: path)
         } catch {
             logger.critical("cannot open the database", error: error, metadata: ["database": "\(path)"])
@@ -99,7 +99,7 @@ public final class CoordinatorService: Service {
         }
         let announcer = try InstanceAnnouncer(configuration: configuration, topics: topics, startedAt: startedAt, logger: logger)
         announcer.start()
-        announcer.announce(.leader(term: 0, partitions: Array(0..<configuration.partitioning.count)))
+        announcer.announce(.leader(term: 0, partitions: Array(0..<configuration.engine.partitioning.count)))
         defer { withExtendedLifetime(owner) {} }
         do {
             _ = try await lead(store: store, term: 0, fence: nil, checkpointer: WALCheckpointer(writer: store, checkpointer: checkpointer), firstLoop: pipelineLoop)
@@ -218,7 +218,7 @@ public final class CoordinatorService: Service {
         var told = false
         while true {
             do {
-                try await lease.prepare(partitions: configuration.partitioning.count, database: database)
+                try await lease.prepare(partitions: configuration.engine.partitioning.count, database: database)
                 return
             } catch let error as PostgresStoreError where error.isConnectionLoss {
                 if !told { logger.warning("cannot reach the database yet; trying again", error: error) }
@@ -237,7 +237,7 @@ public final class CoordinatorService: Service {
                 url: url, fence: .init(term: fence.term, leaseMs: fence.leaseMs, partition: shared?.partition, holds: { fence.holds }),
                 logger: logger)
             if shared == nil {
-                announcer.announce(.leader(term: fence.term, partitions: Array(0..<configuration.partitioning.count)))
+                announcer.announce(.leader(term: fence.term, partitions: Array(0..<configuration.engine.partitioning.count)))
             }
             return try await lead(store: store, term: fence.term, fence: fence, shared: shared)
         } catch let error as PostgresStoreError {

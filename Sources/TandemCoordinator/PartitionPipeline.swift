@@ -196,7 +196,7 @@ final class PartitionPipeline {
                         let users = try await access.knownUsers()
                         partitions.broadcast(.knownUsers(users))
                         // With partitions, a new user gets each partition's first role.
-                        if configuration.partitioning.count > 1, !users.isSubset(of: known ?? []) {
+                        if configuration.engine.partitioning.count > 1, !users.isSubset(of: known ?? []) {
                             partitions.broadcast(.reconcileAccess)
                         }
                         known = users

@@ -21,7 +21,7 @@ public enum Recovery {
         // was away, and the broker kept what came meanwhile: those events are judged by
         // memory then, not one by one by the store).
         let latest = try await store.latestSeenAt() ?? now
-        let seenSince = RememberedIds.windowEnd(wall: now, frontier: latest) - configuration.seenIdWindowMs
+        let seenSince = RememberedIds.windowEnd(wall: now, frontier: latest) - configuration.engine.seenIdWindowMs
         async let seenDigests = store.loadSeenDigests(since: seenSince)
         var recovered = Engine.Recovered()
         recovered.rooms = try await Engine.parseRooms(roomRows, members: store.loadRoomMembers())

@@ -203,36 +203,36 @@ struct TandemCoordinatorCommand: AsyncParsableCommand {
     static let instanceId = Setting<String>.text("instance-id", "TANDEM_INSTANCE_ID", shown: "host name and process id", check: {
         Identifier.isValid($0) ? nil : "must be 1-64 characters of A-Z a-z 0-9 _ . -"
     })
-    static let reorderWindowMs = Setting<Int>.integer("reorder-window-ms", "TANDEM_REORDER_WINDOW_MS", default: Int(defaults.reorderWindowMs), range: 0...60_000)
-    static let maxSkewMs = Setting<Int>.integer("max-skew-ms", "TANDEM_MAX_SKEW_MS", default: Int(defaults.maxSkewMs), range: 0...86_400_000)
+    static let reorderWindowMs = Setting<Int>.integer("reorder-window-ms", "TANDEM_REORDER_WINDOW_MS", default: Int(defaults.engine.reorderWindowMs), range: 0...60_000)
+    static let maxSkewMs = Setting<Int>.integer("max-skew-ms", "TANDEM_MAX_SKEW_MS", default: Int(defaults.engine.maxSkewMs), range: 0...86_400_000)
     static let turnSpacingUs = Setting<Int>.integer(
         "turn-spacing-us", "TANDEM_TURN_SPACING_US",
         default: Int(defaults.turnSpacing.components.attoseconds / 1_000_000_000_000), range: 0...20_000)
-    static let lockLeaseSeconds = Setting<Double>.seconds("lock-lease-seconds", "TANDEM_LOCK_LEASE_SECONDS", default: Double(defaults.lockLeaseMs) / 1000)
-    static let presenceGraceSeconds = Setting<Double>.seconds("presence-grace-seconds", "TANDEM_PRESENCE_GRACE_SECONDS", default: Double(defaults.presenceGraceMs) / 1000)
+    static let lockLeaseSeconds = Setting<Double>.seconds("lock-lease-seconds", "TANDEM_LOCK_LEASE_SECONDS", default: Double(defaults.engine.lockLeaseMs) / 1000)
+    static let presenceGraceSeconds = Setting<Double>.seconds("presence-grace-seconds", "TANDEM_PRESENCE_GRACE_SECONDS", default: Double(defaults.engine.presenceGraceMs) / 1000)
     static let logLevel = Setting<String>.choice("log-level", "TANDEM_LOG_LEVEL", default: "info", words: Logger.Level.allCases.map(\.rawValue))
     static let logFormat = Setting<String>.choice("log-format", "TANDEM_LOG_FORMAT", default: "text", words: ["text", "json"])
     static let metricsPort = Setting<Int>.integer("metrics-port", "TANDEM_METRICS_PORT", default: 0, range: 0...65535)
     static let metricsHost = Setting<String>.text("metrics-host", "TANDEM_METRICS_HOST", default: "127.0.0.1", check: {
         $0.isEmpty ? "must not be empty" : nil
     })
-    static let rateLimit = Setting<Double>.number("rate-limit", "TANDEM_RATE_LIMIT", default: defaults.rateLimitPerSecond, allowZero: true)
-    static let rateLimitBurst = Setting<Double>.number("rate-limit-burst", "TANDEM_RATE_LIMIT_BURST", default: defaults.rateLimitBurst)
-    static let maxStickersPerRoom = Setting<Int>.integer("max-stickers-per-room", "TANDEM_MAX_STICKERS_PER_ROOM", default: defaults.maxStickersPerRoom, range: 1...1_000_000)
-    static let maxRoomMembers = Setting<Int>.integer("max-room-members", "TANDEM_MAX_ROOM_MEMBERS", default: defaults.maxRoomMembers, range: 1...10_000)
+    static let rateLimit = Setting<Double>.number("rate-limit", "TANDEM_RATE_LIMIT", default: defaults.engine.rateLimitPerSecond, allowZero: true)
+    static let rateLimitBurst = Setting<Double>.number("rate-limit-burst", "TANDEM_RATE_LIMIT_BURST", default: defaults.engine.rateLimitBurst)
+    static let maxStickersPerRoom = Setting<Int>.integer("max-stickers-per-room", "TANDEM_MAX_STICKERS_PER_ROOM", default: defaults.engine.maxStickersPerRoom, range: 1...1_000_000)
+    static let maxRoomMembers = Setting<Int>.integer("max-room-members", "TANDEM_MAX_ROOM_MEMBERS", default: defaults.engine.maxRoomMembers, range: 1...10_000)
     static let maxConversationsPerUser = Setting<Int>.integer(
-        "max-conversations-per-user", "TANDEM_MAX_CONVERSATIONS_PER_USER", default: defaults.maxConversationsPerUser, range: 1...1_000_000)
+        "max-conversations-per-user", "TANDEM_MAX_CONVERSATIONS_PER_USER", default: defaults.engine.maxConversationsPerUser, range: 1...1_000_000)
     static let conversationSnapshotSeconds = Setting<Double>.number(
         "conversation-snapshot-seconds", "TANDEM_CONVERSATION_SNAPSHOT_SECONDS",
-        default: Double(defaults.conversationSnapshotIntervalMs) / 1000, maximum: 10, kind: "a number of seconds")
+        default: Double(defaults.engine.conversationSnapshotIntervalMs) / 1000, maximum: 10, kind: "a number of seconds")
     static let eventLogRetention = Setting<String>.text(
         "event-log-retention", "TANDEM_EVENT_LOG_RETENTION",
-        default: defaults.eventLogRetentionMs.map { "\($0 / 86_400_000)d" } ?? "0",
+        default: defaults.engine.eventLogRetentionMs.map { "\($0 / 86_400_000)d" } ?? "0",
         check: { Self.duration($0) == nil ? "must be a number and s, m, h or d (7d), or 0 for ever" : nil })
     static let idMemory = Setting<String>.text(
-        "id-memory", "TANDEM_ID_MEMORY", default: "\(defaults.seenIdMemoryMs / 60_000)m",
+        "id-memory", "TANDEM_ID_MEMORY", default: "\(defaults.engine.seenIdMemoryMs / 60_000)m",
         check: { text in
-            guard let ms = Self.duration(text), ms >= 1_000, ms <= defaults.seenIdRetentionMs else {
+            guard let ms = Self.duration(text), ms >= 1_000, ms <= defaults.engine.seenIdRetentionMs else {
                 return "must be a number and s, m or h, from 1s to 48h (5m)"
             }
             return nil
@@ -243,7 +243,7 @@ struct TandemCoordinatorCommand: AsyncParsableCommand {
     func resolve(environment env: [String: String]) throws -> Settings {
         var c = CoordinatorConfiguration()
         let address = try broker.resolve(in: env)
-        (c.host, c.port, c.tls, c.topicRoot) = (address.host, address.port, address.tls, address.topicRoot)
+        (c.host, c.port, c.tls, c.engine.topicRoot) = (address.host, address.port, address.tls, address.topicRoot)
         (c.username, c.password) = try account.resolve(in: env)
         c.brokerAdminUsername = try Self.brokerAdminUsername.resolve(brokerAdminUsername, in: env)
         if let path = try Self.brokerAdminPasswordFile.resolve(brokerAdminPasswordFile, in: env) {
@@ -265,21 +265,21 @@ struct TandemCoordinatorCommand: AsyncParsableCommand {
         guard lease >= 0.2 else { throw ValidationError("--leader-lease-seconds must be at least 0.2, not \(lease)") }
         c.leaderLeaseMs = Millis((lease * 1000).rounded())
         if let v = try Self.instanceId.resolve(instanceId, in: env) { c.instanceId = v }
-        c.partitioning = Partitioning(count: try Self.partitions.value(partitions, in: env))!
-        c.reorderWindowMs = Millis(try Self.reorderWindowMs.value(reorderWindowMs, in: env))
-        c.maxSkewMs = Millis(try Self.maxSkewMs.value(maxSkewMs, in: env))
+        c.engine.partitioning = Partitioning(count: try Self.partitions.value(partitions, in: env))!
+        c.engine.reorderWindowMs = Millis(try Self.reorderWindowMs.value(reorderWindowMs, in: env))
+        c.engine.maxSkewMs = Millis(try Self.maxSkewMs.value(maxSkewMs, in: env))
         c.turnSpacing = .microseconds(try Self.turnSpacingUs.value(turnSpacingUs, in: env))
-        c.lockLeaseMs = Millis((try Self.lockLeaseSeconds.value(lockLeaseSeconds, in: env) * 1000).rounded())
-        c.presenceGraceMs = Millis((try Self.presenceGraceSeconds.value(presenceGraceSeconds, in: env) * 1000).rounded())
-        c.rateLimitPerSecond = try Self.rateLimit.value(rateLimit, in: env)
-        c.rateLimitBurst = try Self.rateLimitBurst.value(rateLimitBurst, in: env)
-        c.maxStickersPerRoom = try Self.maxStickersPerRoom.value(maxStickersPerRoom, in: env)
-        c.maxRoomMembers = try Self.maxRoomMembers.value(maxRoomMembers, in: env)
-        c.maxConversationsPerUser = try Self.maxConversationsPerUser.value(maxConversationsPerUser, in: env)
-        c.conversationSnapshotIntervalMs = Millis((try Self.conversationSnapshotSeconds.value(conversationSnapshotSeconds, in: env) * 1000).rounded())
+        c.engine.lockLeaseMs = Millis((try Self.lockLeaseSeconds.value(lockLeaseSeconds, in: env) * 1000).rounded())
+        c.engine.presenceGraceMs = Millis((try Self.presenceGraceSeconds.value(presenceGraceSeconds, in: env) * 1000).rounded())
+        c.engine.rateLimitPerSecond = try Self.rateLimit.value(rateLimit, in: env)
+        c.engine.rateLimitBurst = try Self.rateLimitBurst.value(rateLimitBurst, in: env)
+        c.engine.maxStickersPerRoom = try Self.maxStickersPerRoom.value(maxStickersPerRoom, in: env)
+        c.engine.maxRoomMembers = try Self.maxRoomMembers.value(maxRoomMembers, in: env)
+        c.engine.maxConversationsPerUser = try Self.maxConversationsPerUser.value(maxConversationsPerUser, in: env)
+        c.engine.conversationSnapshotIntervalMs = Millis((try Self.conversationSnapshotSeconds.value(conversationSnapshotSeconds, in: env) * 1000).rounded())
         let retention = Self.duration(try Self.eventLogRetention.value(eventLogRetention, in: env)) ?? 0
-        c.eventLogRetentionMs = retention == 0 ? nil : retention
-        c.seenIdMemoryMs = Self.duration(try Self.idMemory.value(idMemory, in: env)) ?? c.seenIdMemoryMs
+        c.engine.eventLogRetentionMs = retention == 0 ? nil : retention
+        c.engine.seenIdMemoryMs = Self.duration(try Self.idMemory.value(idMemory, in: env)) ?? c.engine.seenIdMemoryMs
         let level = Logger.Level(rawValue: try Self.logLevel.value(logLevel, in: env).lowercased()) ?? .info
         let format = LogFormat(rawValue: try Self.logFormat.value(logFormat, in: env).lowercased()) ?? .text
         return Settings(

@@ -40,7 +40,7 @@ struct Recover: AsyncParsableCommand {
         }
         do {
             t = Clock.wall
-            let digests = try await store.loadSeenDigests(since: now - CoordinatorConfiguration().seenIdRetentionMs)
+            let digests = try await store.loadSeenDigests(since: now - CoordinatorConfiguration().engine.seenIdRetentionMs)
             lap("load \(digests.count) remembered ids as digests", t)
         }
         t = Clock.wall
