@@ -141,8 +141,9 @@ let package = Package(
         .target(
             name: "TandemCommandLine",
             dependencies: [
-                "TandemCore", "TandemMQTT",
+                "TandemCore", "TandemMQTT", "TandemLogging",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
 

@@ -19,7 +19,7 @@ struct ConnectionOptions: ParsableArguments {
         Identifier.isValid($0) ? nil : "must be 1-64 characters of A-Z a-z 0-9 _ . -"
     })
     static let connectTimeout = Setting<Double>.seconds("connect-timeout", "TANDEM_CONNECT_TIMEOUT", default: 10)
-    static let logLevel = Setting<String>.choice("log-level", "TANDEM_LOG_LEVEL", default: "warning", words: Logger.Level.allCases.map(\.rawValue))
+    static let logLevel = LoggingOptions.level(default: .warning)
 
     @Option(help: Self.user.help("The userId to act as"))
     var user: String?

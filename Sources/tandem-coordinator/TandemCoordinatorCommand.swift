@@ -62,11 +62,7 @@ struct TandemCoordinatorCommand: AsyncParsableCommand {
     @Option(help: Self.presenceGraceSeconds.help("Grace after an owner goes offline, in seconds"))
     var presenceGraceSeconds: Double?
 
-    @Option(help: Self.logLevel.help("trace, debug, info, notice, warning, error or critical"))
-    var logLevel: String?
-
-    @Option(help: Self.logFormat.help("text, or json: one JSON object per line on stderr", valueName: "format"))
-    var logFormat: String?
+    @OptionGroup var logging: LoggingOptions
 
     @Option(help: Self.metricsPort.help("Serve GET /metrics (Prometheus) and /healthz over HTTP on this port, 0 for off"))
     var metricsPort: Int?
@@ -210,8 +206,6 @@ struct TandemCoordinatorCommand: AsyncParsableCommand {
         default: Int(defaults.turnSpacing.components.attoseconds / 1_000_000_000_000), range: 0...20_000)
     static let lockLeaseSeconds = Setting<Double>.seconds("lock-lease-seconds", "TANDEM_LOCK_LEASE_SECONDS", default: Double(defaults.engine.lockLeaseMs) / 1000)
     static let presenceGraceSeconds = Setting<Double>.seconds("presence-grace-seconds", "TANDEM_PRESENCE_GRACE_SECONDS", default: Double(defaults.engine.presenceGraceMs) / 1000)
-    static let logLevel = Setting<String>.choice("log-level", "TANDEM_LOG_LEVEL", default: "info", words: Logger.Level.allCases.map(\.rawValue))
-    static let logFormat = Setting<String>.choice("log-format", "TANDEM_LOG_FORMAT", default: "text", words: ["text", "json"])
     static let metricsPort = Setting<Int>.integer("metrics-port", "TANDEM_METRICS_PORT", default: 0, range: 0...65535)
     static let metricsHost = Setting<String>.text("metrics-host", "TANDEM_METRICS_HOST", default: "127.0.0.1", check: {
         $0.isEmpty ? "must not be empty" : nil
@@ -280,8 +274,7 @@ struct TandemCoordinatorCommand: AsyncParsableCommand {
         let retention = Self.duration(try Self.eventLogRetention.value(eventLogRetention, in: env)) ?? 0
         c.engine.eventLogRetentionMs = retention == 0 ? nil : retention
         c.engine.seenIdMemoryMs = Self.duration(try Self.idMemory.value(idMemory, in: env)) ?? c.engine.seenIdMemoryMs
-        let level = Logger.Level(rawValue: try Self.logLevel.value(logLevel, in: env).lowercased()) ?? .info
-        let format = LogFormat(rawValue: try Self.logFormat.value(logFormat, in: env).lowercased()) ?? .text
+        let (level, format) = try logging.resolve(in: env)
         return Settings(
             configuration: c, level: level, format: format,
             metricsHost: try Self.metricsHost.value(metricsHost, in: env),

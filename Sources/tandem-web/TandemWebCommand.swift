@@ -35,11 +35,7 @@ struct TandemWebCommand: AsyncParsableCommand {
     @Option(help: Self.framesPerSecond.help("Frames a session may send each second before the next ones wait"))
     var framesPerSecond: Double?
 
-    @Option(help: Self.logLevel.help("trace, debug, info, notice, warning, error or critical"))
-    var logLevel: String?
-
-    @Option(help: Self.logFormat.help("text, or json: one JSON object per line on stderr", valueName: "format"))
-    var logFormat: String?
+    @OptionGroup var logging: LoggingOptions
 
     static let httpHost = Setting<String>.text("http-host", "TANDEM_HTTP_HOST", default: "127.0.0.1", check: {
         $0.isEmpty ? "must not be empty" : nil
@@ -47,8 +43,6 @@ struct TandemWebCommand: AsyncParsableCommand {
     static let httpPort = Setting<Int>.integer("http-port", "TANDEM_HTTP_PORT", default: 8080, range: 0...65535)
     static let tabGraceSeconds = Setting<Double>.seconds("tab-grace-seconds", "TANDEM_TAB_GRACE_SECONDS", default: 5)
     static let framesPerSecond = Setting<Double>.number("frames-per-second", "TANDEM_FRAMES_PER_SECOND", default: 50, maximum: 100_000)
-    static let logLevel = Setting<String>.choice("log-level", "TANDEM_LOG_LEVEL", default: "info", words: Logger.Level.allCases.map(\.rawValue))
-    static let logFormat = Setting<String>.choice("log-format", "TANDEM_LOG_FORMAT", default: "text", words: ["text", "json"])
 
     struct Settings {
         var web: WebSettings
@@ -65,12 +59,10 @@ struct TandemWebCommand: AsyncParsableCommand {
             brokerHost: address.host, brokerPort: address.port, tls: address.tls, topicRoot: address.topicRoot,
             tabGrace: .milliseconds(Int64(try Self.tabGraceSeconds.value(tabGraceSeconds, in: env) * 1000)),
             framesPerSecond: rate, frameBurst: max(1, rate * 2))
+        let (level, format) = try logging.resolve(in: env)
         return Settings(
-            web: web,
-            host: try Self.httpHost.value(httpHost, in: env),
-            port: try Self.httpPort.value(httpPort, in: env),
-            level: Logger.Level(rawValue: try Self.logLevel.value(logLevel, in: env).lowercased()) ?? .info,
-            format: LogFormat(rawValue: try Self.logFormat.value(logFormat, in: env).lowercased()) ?? .text)
+            web: web, host: try Self.httpHost.value(httpHost, in: env), port: try Self.httpPort.value(httpPort, in: env),
+            level: level, format: format)
     }
 
     func validate() throws {
