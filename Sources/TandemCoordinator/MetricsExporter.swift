@@ -71,7 +71,7 @@ public final class MetricsExporter: Sendable {
     static let statuses: [Receipt.Status] = [.accepted, .rejected, .duplicate]
 
     /// What store operation failed (`tandem_store_errors_total{operation}`).
-    public enum StoreOperation: String, Sendable {
+    public enum StoreOperation: String, Sendable, CaseIterable {
         /// A batch's transaction: the coordinator stops after it.
         case commit
         /// A DM history or logbook read: answered with an error, the coordinator goes on.
@@ -154,11 +154,7 @@ public final class MetricsExporter: Sendable {
         telemetryAccepted = counter(Name.telemetryAccepted)
         lockExpiries = counter(Name.lockExpiries)
         publishErrors = counter(Name.publishErrors)
-        storeErrors = [
-            .commit: counter(Name.storeErrors, [("operation", StoreOperation.commit.rawValue)]),
-            .query: counter(Name.storeErrors, [("operation", StoreOperation.query.rawValue)]),
-            .recover: counter(Name.storeErrors, [("operation", StoreOperation.recover.rawValue)]),
-        ]
+        storeErrors = Dictionary(uniqueKeysWithValues: StoreOperation.allCases.map { ($0, counter(Name.storeErrors, [("operation", $0.rawValue)])) })
         reconnects = counter(Name.reconnects)
         connected = gauge(Name.connected)
         bufferDepth = gauge(Name.bufferDepth)
