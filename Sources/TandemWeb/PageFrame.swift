@@ -1,3 +1,4 @@
+import TandemClient
 import TandemCore
 
 /// One frame from the page, read and checked like an MQTT payload: the page is a
@@ -15,12 +16,27 @@ public enum PageFrame: Sendable, Equatable {
     /// An older page of the conversation with `peer`: the messages sent before `before`
     /// (nil: the newest), from the coordinator's history.
     case history(peer: String, before: Millis?)
+    /// Undo (or redo) this person's last change in `room` through the session's client:
+    /// the stacks are the person's, shared by all their tabs.
+    case undo(ref: String, room: String, direction: UndoHistory.Direction)
+    /// Return `room` to what it was right after `version` (a `restore` EditEvent).
+    case restore(ref: String, room: String, version: Int64)
+    /// A page of `room`'s history: its changes below version `before` (nil: the newest).
+    case roomHistory(room: String, before: Int64?)
+    /// This person's pointer over `room`'s photo, in the board's units (nil: it left).
+    case cursor(room: String, position: CursorPosition?)
     /// Nothing but a sign of life (the page's keep-alive).
     case ping
 
     /// The largest frame read (bytes of one WebSocket message): the contract's payload
     /// limit. A larger one gets a `frame_too_large` error frame.
     public static let maxBytes = WireLimits.maxPayloadBytes
+
+    /// The board's size in its own units (sticker frames, cursors): the photo's pixels.
+    public static let boardWidth = 1000.0
+    public static let boardHeight = 625.0
+    /// How many history entries a `roomHistory` frame asks for at a time.
+    public static let historyPage = 50
 
     /// Why a frame was refused: the error frame's `code` and `message`, and the page's
     /// `ref` when one could be read.
@@ -80,12 +96,16 @@ public enum PageFrame: Sendable, Equatable {
         case .member: "member"
         case .dm: "dm"
         case .history: "history"
+        case .undo(_, _, let direction): direction.rawValue
+        case .restore: "restore"
+        case .roomHistory: "roomHistory"
+        case .cursor: "cursor"
         case .ping: "ping"
         }
     }
 
     /// The frame types the page may send.
-    public static let types = ["ping", "watch", "edit", "member", "dm", "history"]
+    public static let types = ["ping", "watch", "edit", "member", "dm", "history", "undo", "redo", "restore", "roomHistory", "cursor"]
 
     private static func decode(_ reader: PayloadReader) throws(Rejection) -> PageFrame {
         let type = try reader.string("type")
@@ -98,8 +118,8 @@ public enum PageFrame: Sendable, Equatable {
             let ref = try reader.identifier("ref")
             let room = try reader.identifier("room")
             let kind = try reader.oneOf("op", EditEvent.Kind.self)
-            guard !kind.isMembership else {
-                throw .invalid("op must be one of create, acquire, update, release, delete (membership goes in a member frame)")
+            guard kind.namesSticker else {
+                throw .invalid("op must be one of create, acquire, update, release, delete (membership goes in a member frame, a restore in a restore frame)")
             }
             let sticker = try reader.identifier("sticker")
             let image = try reader.optionalString("image")
@@ -143,6 +163,30 @@ public enum PageFrame: Sendable, Equatable {
             let before: Millis? = try reader.has("before") ? reader.int64("before") : nil
             if let before, before <= 0 { throw .invalid("before must be a positive timestamp (ms)") }
             return .history(peer: peer, before: before)
+        case "undo", "redo":
+            let ref = try reader.identifier("ref")
+            let room = try reader.identifier("room")
+            return .undo(ref: ref, room: room, direction: type == "undo" ? .undo : .redo)
+        case "restore":
+            let ref = try reader.identifier("ref")
+            let room = try reader.identifier("room")
+            let version = try reader.int64("version")
+            guard version >= 1 else { throw .invalid("version must be a version of the room (1 or more)") }
+            return .restore(ref: ref, room: room, version: version)
+        case "roomHistory":
+            let room = try reader.identifier("room")
+            let before: Int64? = try reader.has("before") ? reader.int64("before") : nil
+            if let before, before < 1 { throw .invalid("before must be a version of the room (1 or more)") }
+            return .roomHistory(room: room, before: before)
+        case "cursor":
+            let room = try reader.identifier("room")
+            // Both or neither: no position says the pointer left the photo.
+            guard reader.has("x") || reader.has("y") else { return .cursor(room: room, position: nil) }
+            let x = try reader.double("x"), y = try reader.double("y")
+            guard (0...boardWidth).contains(x), (0...boardHeight).contains(y) else {
+                throw .invalid("x and y must be on the board: 0-\(Int(boardWidth)) and 0-\(Int(boardHeight))")
+            }
+            return .cursor(room: room, position: CursorPosition(x: x, y: y))
         default:
             throw .invalid("unknown frame type \(type.debugDescription)")
         }

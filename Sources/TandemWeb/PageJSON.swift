@@ -24,8 +24,10 @@ enum PageJSON {
 
     /// The room as this user's client shows it: confirmed state with this user's own
     /// pending edits laid over (`known`: false before any snapshot came: a room that
-    /// does not exist yet, or one this user may not read).
-    static func room(_ replica: RoomReplica) -> JSON {
+    /// does not exist yet, or one this user may not read), and whether this person has
+    /// anything to undo or redo there (`undo`: their stacks in the room, as the session's
+    /// client holds them).
+    static func room(_ replica: RoomReplica, undo: UndoHistory?) -> JSON {
         .obj([
             "type": "room",
             "room": .string(replica.roomId),
@@ -36,6 +38,57 @@ enum PageJSON {
             "stickers": .array(replica.visibleStickers.map { sticker in
                 .obj(["id": .string(sticker.id), "image": .string(sticker.image), "frame": sticker.frame.json(), "owner": JSON(sticker.owner)])
             }),
+            "canUndo": .bool(undo?.canUndo ?? false),
+            "canRedo": .bool(undo?.canRedo ?? false),
+        ])
+    }
+
+    /// What became of an `undo` or `redo` frame: `status` is the receipt's (`accepted`,
+    /// `rejected` with its code, `duplicate`), or `nothing` when there was nothing to
+    /// undo or redo; `sticker` and `holder` name the sticker the step was about and who
+    /// holds it, when it was refused `owned_by_other`.
+    static func undoResult(
+        ref: String, room: String, direction: UndoHistory.Direction, receipt: Receipt?, sticker: String? = nil, holder: String? = nil
+    ) -> JSON {
+        .obj([
+            "type": "undoResult", "ref": .string(ref), "room": .string(room), "op": .string(direction.rawValue),
+            "status": .string(receipt?.status.rawValue ?? "nothing"),
+            "code": JSON(receipt?.code?.rawValue),
+            "message": .string(receipt?.message ?? "nothing to \(direction.rawValue)"),
+            "sticker": JSON(sticker), "holder": JSON(holder),
+        ])
+    }
+
+    /// A page of a room's history (newest first), answering a `roomHistory` frame;
+    /// `hasMore` says whether older entries may exist.
+    static func roomHistory(_ answer: RoomHistoryAnswer, before: Int64?, limit: Int) -> JSON {
+        .obj([
+            "type": "roomHistory", "room": .string(answer.roomId), "before": JSON(before),
+            "version": .int(answer.version), "oldest": .int(answer.oldest),
+            "entries": .array(answer.entries.map { entry in
+                .obj([
+                    "version": .int(entry.version), "userId": JSON(entry.userId), "type": .string(entry.type.rawValue),
+                    "stickerId": JSON(entry.stickerId), "timestamp": .int(entry.timestamp),
+                ])
+            }),
+            "hasMore": .bool(answer.entries.count >= limit && (answer.entries.last?.version ?? 0) > 1),
+        ])
+    }
+
+    /// A `roomHistory` frame that could not be answered: the coordinator's error code
+    /// (`not_member`, `rate_limited`, ...) or `unavailable`.
+    static func roomHistoryError(room: String, before: Int64?, code: String, message: String) -> JSON {
+        .obj([
+            "type": "roomHistory", "room": .string(room), "before": JSON(before),
+            "error": .obj(["code": .string(code), "message": .string(message)]),
+        ])
+    }
+
+    /// Another member's pointer over the watched room's photo (`x` and `y` null: it left).
+    static func cursor(room: String, _ cursor: RoomCursor) -> JSON {
+        .obj([
+            "type": "cursor", "room": .string(room), "user": .string(cursor.userId),
+            "x": cursor.position.map { .double($0.x) } ?? .null, "y": cursor.position.map { .double($0.y) } ?? .null,
         ])
     }
 

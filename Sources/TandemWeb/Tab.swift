@@ -21,6 +21,15 @@ actor Tab {
     private var pendingRoom: (replica: RoomReplica, takenAt: ContinuousClock.Instant)?
     private var roomTask: Task<Void, Never>?
     private var receiptTask: Task<Void, Never>?
+    /// Follows the watched room's cursors (the other members' pointers).
+    private var cursorTask: Task<Void, Never>?
+    /// The room where this tab last showed the person's pointer: told `{}` when the
+    /// pointer goes to another room or the tab closes.
+    private var cursorShown: String?
+    /// Undos and redos asked for and not answered yet (each waits for the ones before it).
+    private var undosWaiting = 0
+    /// The most undos and redos one tab may have waiting; the next gets `unavailable`.
+    static let maxUndosWaiting = 32
 
     init(session: WebSession, id: Int, continuation: AsyncStream<OutFrame>.Continuation, metrics: WebMetrics, logger: Logger) {
         self.session = session
@@ -43,6 +52,7 @@ actor Tab {
         metrics.tabs.increment()
         defer { metrics.tabs.decrement() }
         await tab.followReceipts()
+        await session.register(tab)
         do {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask {
@@ -148,18 +158,105 @@ actor Tab {
                     await self?.refuse(PageFrame.Problem(.unavailable, "the history with \(peer) could not be read: \(error)"))
                 }
             }
+        case .success(.undo(let ref, let room, let direction)):
+            undo(ref: ref, room: room, direction)
+        case .success(.restore(let ref, let room, let version)):
+            let client = session.client
+            let event = EditEvent(eventId: await client.nextId(), restoringTo: version, timestamp: WallClock.now())
+            refs[event.eventId] = ref
+            await client.post(event, in: room)
+        case .success(.roomHistory(let room, let before)):
+            // A query round trip, off the tab's reading like a chat's history.
+            let client = session.client
+            Task { [weak self] in
+                let frame: JSON
+                do {
+                    let answer = try await client.history(room: room, before: before, limit: PageFrame.historyPage)
+                    frame = PageJSON.roomHistory(answer, before: before, limit: PageFrame.historyPage)
+                } catch TandemClientError.queryRejected(let code, let message) {
+                    frame = PageJSON.roomHistoryError(room: room, before: before, code: code, message: message)
+                } catch {
+                    frame = PageJSON.roomHistoryError(
+                        room: room, before: before, code: PageFrame.Problem.Code.unavailable.rawValue,
+                        message: "the history of \(room) could not be read: \(error)")
+                }
+                await self?.send(frame)
+            }
+        case .success(.cursor(let room, let position)):
+            let client = session.client
+            if let shown = cursorShown, shown != room { await client.clearCursor(room: shown) }
+            if let position {
+                await client.publishCursor(room: room, x: position.x, y: position.y)
+                cursorShown = room
+            } else {
+                await client.clearCursor(room: room)
+                cursorShown = nil
+            }
         }
+    }
+
+    /// Undoes or redoes the person's last change in `room` through the session's client,
+    /// off the tab's reading (it waits for the room's earlier receipts, then its own),
+    /// and answers with an `undoResult` frame. Every tab of the session showing the room
+    /// then gets the room again: what can be undone changed for all of them.
+    private func undo(ref: String, room: String, _ direction: UndoHistory.Direction) {
+        guard undosWaiting < Self.maxUndosWaiting else {
+            refuse(PageFrame.Problem(.unavailable, "\(undosWaiting) undos and redos are still waiting: try again when they are done", ref: ref))
+            return
+        }
+        undosWaiting += 1
+        let session = session
+        Task { [weak self] in
+            let client = session.client
+            var frame: JSON
+            do {
+                let receipt = direction == .undo ? try await client.undo(room: room) : try await client.redo(room: room)
+                frame = PageJSON.undoResult(ref: ref, room: room, direction: direction, receipt: receipt)
+                if let receipt, receipt.code == .ownedByOther {
+                    // Refused because someone else holds the sticker now: say who. The
+                    // step stays on its stack (it may pass later), so it names the sticker.
+                    let history = await client.undoHistory(of: room)
+                    let entry = direction == .undo ? history?.undoStack.last : history?.redoStack.last
+                    let sticker = entry.flatMap { history?.currentId(of: $0.sticker) }
+                    var holder: String?
+                    if let sticker { holder = await client.replica(of: room)?.visibleSticker(sticker)?.owner }
+                    frame = PageJSON.undoResult(ref: ref, room: room, direction: direction, receipt: receipt, sticker: sticker, holder: holder)
+                }
+            } catch {
+                frame = PageJSON.error(PageFrame.Problem(.unavailable, "could not \(direction.rawValue) in \(room): \(error)", ref: ref))
+            }
+            await self?.undoFinished(frame)
+            await session.undoChanged(in: room)
+        }
+    }
+
+    private func undoFinished(_ frame: JSON) {
+        undosWaiting -= 1
+        if frame["type"]?.stringValue == "error" { metrics.frameError(.unavailable) }
+        send(frame)
+    }
+
+    /// What this person can undo or redo in `room` changed: the room goes out again,
+    /// carrying it (``takeRoom()`` reads it when the frame is written).
+    func refreshRoom(_ room: String) async {
+        guard room == watchedRoom, pendingRoom == nil, let replica = await session.client.replica(of: room) else { return }
+        // Again: the tab may have moved on, or queued the room, while the client answered.
+        guard room == watchedRoom, pendingRoom == nil else { return }
+        pendingRoom = (replica, ContinuousClock.now)
+        continuation.push(.latestRoom)
     }
 
     private func send(_ frame: JSON) {
         continuation.push(OutFrame(frame))
     }
 
-    /// The watched room's latest state, as a frame, for the socket to write now.
-    func takeRoom() -> (JSON, ContinuousClock.Instant)? {
+    /// The watched room's latest state, as a frame, for the socket to write now, with
+    /// what the person can undo and redo in it as of now.
+    func takeRoom() async -> (JSON, ContinuousClock.Instant)? {
         guard let pending = pendingRoom else { return nil }
         pendingRoom = nil
-        return (PageJSON.room(pending.replica), pending.takenAt)
+        let undo = await session.client.undoHistory(of: pending.replica.roomId)
+        return (PageJSON.room(pending.replica, undo: undo), pending.takenAt)
     }
 
     private func refuse(_ problem: PageFrame.Problem) {
@@ -168,11 +265,18 @@ actor Tab {
     }
 
     private func watch(_ room: String) async {
+        let client = session.client
         guard room != watchedRoom else {
-            if let replica = await session.client.replica(of: room) { send(PageJSON.room(replica)) }
+            if let replica = await client.replica(of: room) { send(PageJSON.room(replica, undo: await client.undoHistory(of: room))) }
             return
         }
         roomTask?.cancel()
+        cursorTask?.cancel()
+        cursorTask = nil
+        if let shown = cursorShown, shown != room {
+            await client.clearCursor(room: shown)
+            cursorShown = nil
+        }
         watchedRoom = room
         pendingRoom = nil
         let updates: AsyncStream<RoomUpdate>
@@ -182,8 +286,8 @@ actor Tab {
             refuse(PageFrame.Problem(.unavailable, "the room \(room) cannot be watched: \(error)"))
             return
         }
-        if let replica = await session.client.replica(of: room) {
-            send(PageJSON.room(replica))
+        if let replica = await client.replica(of: room) {
+            send(PageJSON.room(replica, undo: await client.undoHistory(of: room)))
             await session.notePeople(replica.members.map(\.userId), from: "room:\(room)")
         }
         roomTask = Task { [weak self] in
@@ -198,6 +302,24 @@ actor Tab {
                 await self.forward(update, of: room, takenAt: takenAt)
             }
         }
+        // The other members' pointers; the room works without them.
+        do {
+            let cursors = try await client.cursors(room: room)
+            guard room == watchedRoom else { return }
+            cursorTask = Task { [weak self] in
+                for await cursor in cursors {
+                    guard let self, !Task.isCancelled else { return }
+                    await self.forward(cursor, of: room)
+                }
+            }
+        } catch {
+            logger.info("cannot follow the cursors of \(room)", metadata: ["error": "\(error)"])
+        }
+    }
+
+    private func forward(_ cursor: RoomCursor, of room: String) {
+        guard room == watchedRoom else { return }
+        send(PageJSON.cursor(room: room, cursor))
     }
 
     private func forward(_ update: RoomUpdate, of room: String, takenAt: ContinuousClock.Instant) {
@@ -233,8 +355,14 @@ actor Tab {
         send(PageJSON.receipt(ref: ref, receipt))
     }
 
-    func stop() {
+    func stop() async {
         roomTask?.cancel()
         receiptTask?.cancel()
+        cursorTask?.cancel()
+        // The pointer of a tab that closed is no longer over the photo.
+        if let shown = cursorShown {
+            cursorShown = nil
+            await session.client.clearCursor(room: shown)
+        }
     }
 }

@@ -50,6 +50,8 @@ public actor WebSession {
     private let tabGrace: Duration
     private var pacer: TokenBucket
     private var tabs: [Int: AsyncStream<OutFrame>.Continuation] = [:]
+    /// The open tabs themselves, for what concerns each of them (``undoChanged(in:)``).
+    private var tabActors: [Int: Tab] = [:]
     private var nextTab = 0
     /// The latest frame of each kind that every tab shows (rooms, presence, conversations).
     private var latest: [String: JSON] = [:]
@@ -199,8 +201,22 @@ public actor WebSession {
         return (nextTab, frames, continuation)
     }
 
+    /// The tab that took ``attach()``'s stream, once it runs.
+    func register(_ tab: Tab) {
+        guard tabs[tab.id] != nil else { return }
+        tabActors[tab.id] = tab
+    }
+
+    /// An undo or redo in `room` is done: what the person can undo and redo there changed
+    /// for every tab of theirs (the stacks are the person's), so each tab showing the
+    /// room sends it again.
+    func undoChanged(in room: String) async {
+        for tab in tabActors.values { await tab.refreshRoom(room) }
+    }
+
     /// A tab closed; the last one starts the grace.
     func detach(_ id: Int) {
+        tabActors[id] = nil
         tabs.removeValue(forKey: id)?.finish()
         if tabs.isEmpty, !hasEnded { scheduleEnd() }
     }
@@ -244,6 +260,7 @@ public actor WebSession {
             continuation.finish()
         }
         tabs.removeAll()
+        tabActors.removeAll()
         // The store forgets it first: once anyone can see it offline, its cookie is no
         // longer a session (theLastTabClosingEndsTheSession raced the other way).
         await onEnd?(self)

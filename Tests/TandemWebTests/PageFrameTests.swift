@@ -1,4 +1,5 @@
 import Testing
+import TandemClient
 import TandemCore
 @testable import TandemWeb
 
@@ -25,6 +26,26 @@ import TandemCore
             == .member(ref: "m", room: "q", type: .role, member: "bob", role: .viewer))
     }
 
+    @Test func readsUndoRedoRestoreHistoryAndCursors() throws {
+        func frame(_ text: String) throws -> PageFrame { try PageFrame.decode(Array(text.utf8)).get() }
+        #expect(try frame(#"{"type":"undo","ref":"u1","room":"q"}"#) == .undo(ref: "u1", room: "q", direction: .undo))
+        #expect(try frame(#"{"type":"redo","ref":"u2","room":"q"}"#) == .undo(ref: "u2", room: "q", direction: .redo))
+        #expect(try frame(#"{"type":"undo","ref":"u1","room":"q"}"#).type == "undo")
+        #expect(try frame(#"{"type":"redo","ref":"u1","room":"q"}"#).type == "redo")
+        #expect(try frame(#"{"type":"restore","ref":"r1","room":"q","version":12}"#) == .restore(ref: "r1", room: "q", version: 12))
+        #expect(try frame(#"{"type":"roomHistory","room":"q"}"#) == .roomHistory(room: "q", before: nil))
+        #expect(try frame(#"{"type":"roomHistory","room":"q","before":40}"#) == .roomHistory(room: "q", before: 40))
+        #expect(try frame(#"{"type":"cursor","room":"q","x":12.5,"y":600}"#) == .cursor(room: "q", position: CursorPosition(x: 12.5, y: 600)))
+        #expect(try frame(#"{"type":"cursor","room":"q","x":0,"y":0}"#) == .cursor(room: "q", position: CursorPosition(x: 0, y: 0)))
+        #expect(try frame(#"{"type":"cursor","room":"q","x":1000,"y":625}"#) == .cursor(room: "q", position: CursorPosition(x: 1000, y: 625)))
+        // No position: the pointer left the photo (null is no position, as everywhere).
+        #expect(try frame(#"{"type":"cursor","room":"q"}"#) == .cursor(room: "q", position: nil))
+        #expect(try frame(#"{"type":"cursor","room":"q","x":null,"y":null}"#) == .cursor(room: "q", position: nil))
+        for type in ["undo", "redo", "restore", "roomHistory", "cursor"] {
+            #expect(PageFrame.types.contains(type))
+        }
+    }
+
     @Test(arguments: [
         ("not json", "invalid JSON"),
         ("[1,2]", "must be a JSON object"),
@@ -40,6 +61,28 @@ import TandemCore
         (#"{"type":"history","peer":"bob","before":1.5}"#, "before must be an integer"),
         (#"{"type":"history"}"#, "peer"),
         (#"{"type":"member","ref":"m","room":"q","op":"role","member":"bob","role":"owner"}"#, "role must be"),
+        // A restore is its own frame, not an edit (it names a version, not a sticker).
+        (#"{"type":"edit","ref":"r1","room":"q","op":"restore","sticker":"s1"}"#, "a restore in a restore frame"),
+        (#"{"type":"undo","room":"q"}"#, "ref is required"),
+        (#"{"type":"redo","ref":"u1"}"#, "room is required"),
+        (#"{"type":"undo","ref":"u1","room":"not a room"}"#, "room must be"),
+        (#"{"type":"restore","ref":"r1","room":"q"}"#, "version is required"),
+        (#"{"type":"restore","ref":"r1","room":"q","version":0}"#, "version must be a version"),
+        (#"{"type":"restore","ref":"r1","room":"q","version":-3}"#, "version must be a version"),
+        (#"{"type":"restore","ref":"r1","room":"q","version":2.5}"#, "version must be an integer"),
+        (#"{"type":"restore","ref":"r1","room":"q","version":"7"}"#, "version must be an integer"),
+        (#"{"type":"restore","ref":"r1","room":"q","version":99999999999999999999}"#, "version"),
+        (#"{"type":"roomHistory"}"#, "room is required"),
+        (#"{"type":"roomHistory","room":"q","before":0}"#, "before must be a version"),
+        (#"{"type":"roomHistory","room":"q","before":1.5}"#, "before must be an integer"),
+        (#"{"type":"cursor","x":1,"y":2}"#, "room is required"),
+        (#"{"type":"cursor","room":"q","x":1}"#, "y is required"),
+        (#"{"type":"cursor","room":"q","y":1}"#, "x is required"),
+        (#"{"type":"cursor","room":"q","x":"1","y":2}"#, "x must be a finite number"),
+        (#"{"type":"cursor","room":"q","x":1,"y":1e999}"#, "y"),
+        (#"{"type":"cursor","room":"q","x":1000.5,"y":2}"#, "on the board"),
+        (#"{"type":"cursor","room":"q","x":-0.1,"y":2}"#, "on the board"),
+        (#"{"type":"cursor","room":"q","x":5,"y":626}"#, "on the board"),
     ])
     func refusesMalformed(_ text: String, _ says: String) throws {
         let problem = try #require(refusal(text))
@@ -123,5 +166,76 @@ import TandemCore
         #expect(pacer.reserve(now: 10_000) == 0)
         #expect(pacer.reserve(now: 10_000) == 0)
         #expect(pacer.reserve(now: 10_000) == 100)
+    }
+}
+
+/// The frames the server sends about undo, history and cursors.
+@Suite struct PageJSONTests {
+    @Test func theRoomSaysWhatCanBeUndoneAndRedone() throws {
+        let replica = RoomReplica(roomId: "q")
+        let nothing = PageJSON.room(replica, undo: nil)
+        #expect(nothing["canUndo"] == .bool(false))
+        #expect(nothing["canRedo"] == .bool(false))
+
+        // One accepted create of this person's: it can be undone, not redone.
+        var history = UndoHistory()
+        let create = EditEvent(eventId: "e1", type: .create, stickerId: "s1", timestamp: 1, image: "star", frame: Frame(x: 0, y: 0, width: 10, height: 10))
+        history.sent(create, shown: nil)
+        history.settled("e1", accepted: true)
+        let frame = PageJSON.room(replica, undo: history)
+        #expect(frame["canUndo"] == .bool(true))
+        #expect(frame["canRedo"] == .bool(false))
+    }
+
+    @Test func anUndoResultSaysWhatHappened() {
+        let nothing = PageJSON.undoResult(ref: "u1", room: "q", direction: .redo, receipt: nil)
+        #expect(nothing["type"]?.stringValue == "undoResult")
+        #expect(nothing["status"]?.stringValue == "nothing")
+        #expect(nothing["op"]?.stringValue == "redo")
+        #expect(nothing["message"]?.stringValue == "nothing to redo")
+        #expect(nothing["code"] == .null)
+
+        let refused = Receipt(id: "e2", kind: .room, status: .rejected, code: .ownedByOther, message: "sticker s1 is locked by alice", version: 7)
+        let frame = PageJSON.undoResult(ref: "u2", room: "q", direction: .undo, receipt: refused, sticker: "s1", holder: "alice")
+        #expect(frame["ref"]?.stringValue == "u2")
+        #expect(frame["status"]?.stringValue == "rejected")
+        #expect(frame["code"]?.stringValue == "owned_by_other")
+        #expect(frame["sticker"]?.stringValue == "s1")
+        #expect(frame["holder"]?.stringValue == "alice")
+    }
+
+    @Test func aHistoryPageSaysWhetherThereIsMore() {
+        func entries(_ versions: ClosedRange<Int64>) -> [RoomHistoryAnswer.Entry] {
+            versions.reversed().map { RoomHistoryAnswer.Entry(version: $0, eventId: "e\($0)", userId: "alice", type: .update, stickerId: "s1", timestamp: 1000 + $0) }
+        }
+        let full = PageJSON.roomHistory(RoomHistoryAnswer(roomId: "q", epoch: "ep", version: 60, oldest: 1, entries: entries(11...60)), before: nil, limit: 50)
+        #expect(full["hasMore"] == .bool(true))
+        #expect(full["before"] == .null)
+        #expect(full["version"] == .int(60))
+        guard case .array(let listed)? = full["entries"] else { Issue.record("no entries"); return }
+        #expect(listed.count == 50)
+        #expect(listed.first?["version"] == .int(60))
+        #expect(listed.first?["userId"]?.stringValue == "alice")
+        #expect(listed.first?["type"]?.stringValue == "update")
+        #expect(listed.first?["timestamp"] == .int(1060))
+        let last = PageJSON.roomHistory(RoomHistoryAnswer(roomId: "q", epoch: "ep", version: 60, oldest: 1, entries: entries(1...10)), before: 11, limit: 50)
+        #expect(last["hasMore"] == .bool(false))
+        #expect(last["before"] == .int(11))
+        // A full page that reaches version 1 has nothing older.
+        let exact = PageJSON.roomHistory(RoomHistoryAnswer(roomId: "q", epoch: "ep", version: 50, oldest: 1, entries: entries(1...50)), before: nil, limit: 50)
+        #expect(exact["hasMore"] == .bool(false))
+        let failed = PageJSON.roomHistoryError(room: "q", before: nil, code: "not_member", message: "not a member")
+        #expect(failed["error"]?["code"]?.stringValue == "not_member")
+    }
+
+    @Test func aCursorFrameSaysWhereOrThatItLeft() {
+        let at = PageJSON.cursor(room: "q", RoomCursor(userId: "bob", position: CursorPosition(x: 12.5, y: 300)))
+        #expect(at["user"]?.stringValue == "bob")
+        #expect(at["x"]?.doubleValue == 12.5)
+        #expect(at["y"]?.doubleValue == 300)
+        let left = PageJSON.cursor(room: "q", RoomCursor(userId: "bob", position: nil))
+        #expect(left["x"] == .null)
+        #expect(left["y"] == .null)
+        #expect(left["room"]?.stringValue == "q")
     }
 }

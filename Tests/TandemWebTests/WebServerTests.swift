@@ -254,6 +254,153 @@ import TestSupport
         }
     }
 
+    /// Undo, redo, a refused undo, the room's history, a restore and cursors, through two
+    /// people's tabs: alice's edits are undone by her session's client, bob's cursor
+    /// reaches alice's tab, and the restore reaches both.
+    @Test(.timeLimit(.minutes(2)))
+    func undoRedoHistoryRestoreAndCursorsThroughTabs() async throws {
+        try await withBroker(.shipped) { broker in
+            let coordinator = try await CoordinatorProcess.start(broker: broker)
+            defer { Task { await coordinator.kill() } }
+            let (app, _) = Self.app(broker: broker)
+            try await app.test(.live) { client in
+                let aliceCookie = try await Self.signIn(client, "alice")
+                let bobCookie = try await Self.signIn(client, "bob")
+                let roomId = "web-undo"
+                let aliceFrames = LockedBox<[JSON]>([]), bobFrames = LockedBox<[JSON]>([])
+                try await client.ws("/ws", configuration: .init(additionalHeaders: [.cookie: aliceCookie])) { aliceIn, alice, _ in
+                    try await withThrowingTaskGroup(of: Void.self) { group in
+                        group.addTask {
+                            for try await message in aliceIn.messages(maxSize: 1 << 20) {
+                                if case .text(let text) = message, let frame = try? JSON.parse(text) { aliceFrames.update { $0.append(frame) } }
+                            }
+                        }
+                        @Sendable func send(_ text: String) async throws { try await alice.write(.text(text)) }
+                        @Sendable func receipt(_ ref: String) async throws -> JSON {
+                            try await Self.frame(in: aliceFrames) { $0["type"]?.stringValue == "receipt" && $0["ref"]?.stringValue == ref }
+                        }
+                        @Sendable func undoResult(_ ref: String) async throws -> JSON {
+                            try await Self.frame(in: aliceFrames) { $0["type"]?.stringValue == "undoResult" && $0["ref"]?.stringValue == ref }
+                        }
+                        /// The next room frame (after what was read so far) where s1 is at `x`.
+                        @Sendable func room(in frames: LockedBox<[JSON]>, from: Int, s1At x: Double) async throws -> JSON {
+                            try await Self.frame(in: frames, from: from) { frame in
+                                guard frame["type"]?.stringValue == "room", case .array(let stickers)? = frame["stickers"] else { return false }
+                                return stickers.first { $0["id"]?.stringValue == "s1" }?["frame"]?["x"]?.doubleValue == x
+                            }
+                        }
+
+                        try await send(#"{"type":"watch","room":"\#(roomId)"}"#)
+                        try await send(#"{"type":"edit","ref":"c1","room":"\#(roomId)","op":"create","sticker":"s1","image":"star","frame":{"x":10,"y":20,"width":100,"height":100}}"#)
+                        try await send(#"{"type":"edit","ref":"c2","room":"\#(roomId)","op":"release","sticker":"s1"}"#)
+                        try await send(#"{"type":"member","ref":"i1","room":"\#(roomId)","op":"invite","member":"bob"}"#)
+                        for ref in ["c1", "c2", "i1"] { #expect(try await receipt(ref)["status"]?.stringValue == "accepted") }
+                        var mark = aliceFrames.get().count
+                        try await send(#"{"type":"edit","ref":"u1","room":"\#(roomId)","op":"update","sticker":"s1","frame":{"x":300,"y":20,"width":100,"height":100}}"#)
+                        try await send(#"{"type":"edit","ref":"u2","room":"\#(roomId)","op":"release","sticker":"s1"}"#)
+                        for ref in ["u1", "u2"] { #expect(try await receipt(ref)["status"]?.stringValue == "accepted") }
+                        _ = try await Self.frame(in: aliceFrames, from: mark) { $0["type"]?.stringValue == "room" && $0["canUndo"] == .bool(true) }
+
+                        // Undo: the move goes back, and it can be redone.
+                        mark = aliceFrames.get().count
+                        try await send(#"{"type":"undo","ref":"z1","room":"\#(roomId)"}"#)
+                        #expect(try await undoResult("z1")["status"]?.stringValue == "accepted")
+                        _ = try await room(in: aliceFrames, from: mark, s1At: 10)
+                        _ = try await Self.frame(in: aliceFrames, from: mark) { $0["type"]?.stringValue == "room" && $0["canRedo"] == .bool(true) }
+                        // Redo: it is moved again.
+                        mark = aliceFrames.get().count
+                        try await send(#"{"type":"redo","ref":"y1","room":"\#(roomId)"}"#)
+                        #expect(try await undoResult("y1")["status"]?.stringValue == "accepted")
+                        _ = try await room(in: aliceFrames, from: mark, s1At: 300)
+
+                        // The history: newest first, with who did what.
+                        try await send(#"{"type":"roomHistory","room":"\#(roomId)"}"#)
+                        let history = try await Self.frame(in: aliceFrames) { $0["type"]?.stringValue == "roomHistory" }
+                        guard case .array(let entries)? = history["entries"] else { Issue.record("no entries: \(history)"); return }
+                        let versions = entries.compactMap { $0["version"]?.int64Value }
+                        #expect(versions == versions.sorted(by: >) && versions.count >= 6, "\(versions)")
+                        #expect(entries.first?["userId"]?.stringValue == "alice")
+                        let created = try #require(entries.first { $0["type"]?.stringValue == "create" }?["version"]?.int64Value)
+                        #expect(entries.contains { $0["type"]?.stringValue == "invite" })
+
+                        let redone = aliceFrames.get().count
+                        try await client.ws("/ws", configuration: .init(additionalHeaders: [.cookie: bobCookie])) { bobIn, bob, _ in
+                            try await withThrowingTaskGroup(of: Void.self) { bobGroup in
+                                bobGroup.addTask {
+                                    for try await message in bobIn.messages(maxSize: 1 << 20) {
+                                        if case .text(let text) = message, let frame = try? JSON.parse(text) { bobFrames.update { $0.append(frame) } }
+                                    }
+                                }
+                                try await bob.write(.text(#"{"type":"watch","room":"\#(roomId)"}"#))
+                                _ = try await room(in: bobFrames, from: 0, s1At: 300)
+
+                                // bob holds s1: alice's undo is refused, and says who holds it.
+                                try await bob.write(.text(#"{"type":"edit","ref":"b1","room":"\#(roomId)","op":"acquire","sticker":"s1"}"#))
+                                _ = try await Self.frame(in: aliceFrames, from: redone) { frame in
+                                    guard frame["type"]?.stringValue == "room", case .array(let stickers)? = frame["stickers"] else { return false }
+                                    return stickers.first { $0["id"]?.stringValue == "s1" }?["owner"]?.stringValue == "bob"
+                                }
+                                try await send(#"{"type":"undo","ref":"z2","room":"\#(roomId)"}"#)
+                                let refused = try await undoResult("z2")
+                                #expect(refused["status"]?.stringValue == "rejected")
+                                #expect(refused["code"]?.stringValue == "owned_by_other")
+                                #expect(refused["holder"]?.stringValue == "bob")
+                                #expect(refused["sticker"]?.stringValue == "s1")
+                                try await bob.write(.text(#"{"type":"edit","ref":"b2","room":"\#(roomId)","op":"release","sticker":"s1"}"#))
+
+                                // bob's pointer reaches alice's tab, and so does its leaving.
+                                try await bob.write(.text(#"{"type":"cursor","room":"\#(roomId)","x":100,"y":200.5}"#))
+                                let cursor = try await Self.frame(in: aliceFrames) { $0["type"]?.stringValue == "cursor" && $0["x"] != .null }
+                                #expect(cursor["user"]?.stringValue == "bob")
+                                #expect(cursor["x"]?.doubleValue == 100)
+                                #expect(cursor["y"]?.doubleValue == 200.5)
+                                try await bob.write(.text(#"{"type":"cursor","room":"\#(roomId)"}"#))
+                                let left = try await Self.frame(in: aliceFrames) { $0["type"]?.stringValue == "cursor" && $0["x"] == .null }
+                                #expect(left["user"]?.stringValue == "bob")
+
+                                // alice restores the room to right after the create: both see it.
+                                let bobMark = bobFrames.get().count
+                                let aliceMark = aliceFrames.get().count
+                                try await send(#"{"type":"restore","ref":"r1","room":"\#(roomId)","version":\#(created)}"#)
+                                #expect(try await receipt("r1")["status"]?.stringValue == "accepted")
+                                _ = try await room(in: bobFrames, from: bobMark, s1At: 10)
+                                _ = try await room(in: aliceFrames, from: aliceMark, s1At: 10)
+                                // A restore clears the undo stacks.
+                                _ = try await Self.frame(in: aliceFrames, from: aliceMark) {
+                                    $0["type"]?.stringValue == "room" && $0["canUndo"] == .bool(false) && $0["canRedo"] == .bool(false)
+                                }
+
+                                // Bad ones get error frames; the tab lives on.
+                                try await send(#"{"type":"restore","ref":"r2","room":"\#(roomId)","version":0}"#)
+                                try await send(#"{"type":"cursor","room":"\#(roomId)","x":5000,"y":1}"#)
+                                try await send(#"{"type":"ping"}"#)
+                                _ = try await Self.frame(in: aliceFrames) { $0["type"]?.stringValue == "pong" }
+                                let errors = aliceFrames.get().filter { $0["type"]?.stringValue == "error" }
+                                #expect(errors.map { $0["code"]?.stringValue } == ["invalid_frame", "invalid_frame"], "\(errors)")
+                                try await bob.close(.normalClosure, reason: nil)
+                                bobGroup.cancelAll()
+                            }
+                        }
+                        try await alice.close(.normalClosure, reason: nil)
+                        group.cancelAll()
+                    }
+                }
+            }
+        }
+    }
+
+    /// The first frame in `box` from index `from` on that `matches`, waiting up to 20 s for it.
+    static func frame(in box: LockedBox<[JSON]>, from: Int = 0, _ matches: @escaping (JSON) -> Bool) async throws -> JSON {
+        let deadline = ContinuousClock.now + .seconds(20)
+        while ContinuousClock.now < deadline {
+            let frames = box.get()
+            if from < frames.count, let found = frames[from...].first(where: matches) { return found }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        struct NoSuchFrame: Error, CustomStringConvertible { let description: String }
+        throw NoSuchFrame(description: "no such frame in 20 s; the last ones: \(box.get().suffix(5).map(\.text))")
+    }
+
     @Test func theLastTabClosingEndsTheSession() async throws {
         try await withBroker(.shipped) { broker in
             let watcher = try await TestPeer.connect(broker: broker, user: "carol", extraFilters: ["tandem/v1/presence/+/+"])
