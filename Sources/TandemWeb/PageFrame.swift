@@ -8,7 +8,10 @@ public enum PageFrame: Sendable, Equatable {
     /// Show this room on the tab (one room per tab; a new `watch` replaces the last).
     case watch(room: String)
     /// A sticker edit (`create|acquire|update|release|delete`) under the page's `ref`.
-    case edit(ref: String, room: String, type: EditEvent.Kind, sticker: String, image: String?, frame: Frame?)
+    /// `continues`: an update that continues a drag begun by an earlier update (see
+    /// ``Tab``: only a drag's first update goes on the undo stack, so one undo takes back
+    /// the whole drag).
+    case edit(ref: String, room: String, type: EditEvent.Kind, sticker: String, image: String?, frame: Frame?, continues: Bool = false)
     /// A membership event of a room (`invite|remove|role|leave`) under the page's `ref`.
     case member(ref: String, room: String, type: EditEvent.Kind, member: String?, role: MemberRole?)
     /// A direct-message command to `peer` under the page's `ref`.
@@ -136,7 +139,14 @@ public enum PageFrame: Sendable, Equatable {
             default:
                 break
             }
-            return .edit(ref: ref, room: room, type: kind, sticker: sticker, image: image, frame: frame)
+            let continues: Bool
+            switch reader.object["continues"] {
+            case nil, .null?: continues = false
+            case .bool(let value)?: continues = value
+            case let other?: throw .invalid("continues must be true or false, not \(other.typeName)")
+            }
+            if continues, kind != .update { throw .invalid("continues is for an update (one that continues a drag)") }
+            return .edit(ref: ref, room: room, type: kind, sticker: sticker, image: image, frame: frame, continues: continues)
         case "member":
             let ref = try reader.identifier("ref")
             let room = try reader.identifier("room")

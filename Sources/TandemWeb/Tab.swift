@@ -131,11 +131,25 @@ actor Tab {
             send(PageJSON.pong)
         case .success(.watch(let room)):
             await watch(room)
-        case .success(.edit(let ref, let room, let type, let sticker, let image, let frame)):
+        case .success(.edit(let ref, let room, let type, let sticker, let image, let frame, let continues)):
             let client = session.client
             let event = EditEvent(eventId: await client.nextId(), type: type, stickerId: sticker, timestamp: WallClock.now(), image: image, frame: frame)
             refs[event.eventId] = ref
-            await client.post(event, in: room)
+            if continues {
+                // A drag's later updates go out as they are (resent until their receipts,
+                // which come back under the page's ref), not onto the person's undo stack:
+                // TandemClient records every update, and a drag sends twenty a second, so
+                // one Ctrl+Z would take back only its last 50 ms. The drag's first update
+                // is on the stack with the look before the drag: undoing it puts the
+                // sticker back where the drag began, and the redo goes to where it ended
+                // (UndoHistory keeps what an undo replaced). The page shows the drag
+                // itself meanwhile; the room shows each update once it is applied.
+                await client.post(
+                    id: event.eventId, topic: client.topics.roomEvents(room: room, user: session.user),
+                    payload: event.json().serialized(), label: "update \(sticker) (drag)")
+            } else {
+                await client.post(event, in: room)
+            }
             metrics.frameToPublish.record(ContinuousClock.now - readAt)
         case .success(.member(let ref, let room, let type, let member, let role)):
             let client = session.client

@@ -17,6 +17,9 @@ import TandemCore
         let create = #"{"type":"edit","ref":"r7","room":"q","op":"create","sticker":"s1","image":"star","frame":{"x":1,"y":2,"width":3,"height":4}}"#
         #expect(try PageFrame.decode(Array(create.utf8)).get()
             == .edit(ref: "r7", room: "q", type: .create, sticker: "s1", image: "star", frame: Frame(x: 1, y: 2, width: 3, height: 4)))
+        let drag = #"{"type":"edit","ref":"r8","room":"q","op":"update","sticker":"s1","frame":{"x":1,"y":2,"width":3,"height":4},"continues":true}"#
+        #expect(try PageFrame.decode(Array(drag.utf8)).get()
+            == .edit(ref: "r8", room: "q", type: .update, sticker: "s1", image: nil, frame: Frame(x: 1, y: 2, width: 3, height: 4), continues: true))
         #expect(try PageFrame.decode(Array(#"{"type":"dm","ref":"a","op":"message","peer":"bob","text":"hi"}"#.utf8)).get()
             == .dm(ref: "a", type: .message, peer: "bob", text: "hi"))
         #expect(try PageFrame.decode(Array(#"{"type":"history","peer":"bob","before":1700000000000}"#.utf8)).get()
@@ -63,6 +66,8 @@ import TandemCore
         (#"{"type":"member","ref":"m","room":"q","op":"role","member":"bob","role":"owner"}"#, "role must be"),
         // A restore is its own frame, not an edit (it names a version, not a sticker).
         (#"{"type":"edit","ref":"r1","room":"q","op":"restore","sticker":"s1"}"#, "a restore in a restore frame"),
+        (#"{"type":"edit","ref":"r1","room":"q","op":"acquire","sticker":"s1","continues":true}"#, "continues is for an update"),
+        (#"{"type":"edit","ref":"r1","room":"q","op":"update","sticker":"s1","frame":{"x":0,"y":0,"width":1,"height":1},"continues":"yes"}"#, "continues must be true or false"),
         (#"{"type":"undo","room":"q"}"#, "ref is required"),
         (#"{"type":"redo","ref":"u1"}"#, "room is required"),
         (#"{"type":"undo","ref":"u1","room":"not a room"}"#, "room must be"),

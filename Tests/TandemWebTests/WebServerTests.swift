@@ -296,18 +296,22 @@ import TestSupport
                         try await send(#"{"type":"member","ref":"i1","room":"\#(roomId)","op":"invite","member":"bob"}"#)
                         for ref in ["c1", "c2", "i1"] { #expect(try await receipt(ref)["status"]?.stringValue == "accepted") }
                         var mark = aliceFrames.get().count
-                        try await send(#"{"type":"edit","ref":"u1","room":"\#(roomId)","op":"update","sticker":"s1","frame":{"x":300,"y":20,"width":100,"height":100}}"#)
-                        try await send(#"{"type":"edit","ref":"u2","room":"\#(roomId)","op":"release","sticker":"s1"}"#)
-                        for ref in ["u1", "u2"] { #expect(try await receipt(ref)["status"]?.stringValue == "accepted") }
+                        // A drag: its first update, two that continue it, the release.
+                        try await send(#"{"type":"edit","ref":"u1","room":"\#(roomId)","op":"update","sticker":"s1","frame":{"x":100,"y":20,"width":100,"height":100}}"#)
+                        try await send(#"{"type":"edit","ref":"u2","room":"\#(roomId)","op":"update","sticker":"s1","frame":{"x":200,"y":20,"width":100,"height":100},"continues":true}"#)
+                        try await send(#"{"type":"edit","ref":"u3","room":"\#(roomId)","op":"update","sticker":"s1","frame":{"x":300,"y":20,"width":100,"height":100},"continues":true}"#)
+                        try await send(#"{"type":"edit","ref":"u4","room":"\#(roomId)","op":"release","sticker":"s1"}"#)
+                        for ref in ["u1", "u2", "u3", "u4"] { #expect(try await receipt(ref)["status"]?.stringValue == "accepted") }
+                        _ = try await room(in: aliceFrames, from: mark, s1At: 300)
                         _ = try await Self.frame(in: aliceFrames, from: mark) { $0["type"]?.stringValue == "room" && $0["canUndo"] == .bool(true) }
 
-                        // Undo: the move goes back, and it can be redone.
+                        // One undo takes back the whole drag, and it can be redone.
                         mark = aliceFrames.get().count
                         try await send(#"{"type":"undo","ref":"z1","room":"\#(roomId)"}"#)
                         #expect(try await undoResult("z1")["status"]?.stringValue == "accepted")
                         _ = try await room(in: aliceFrames, from: mark, s1At: 10)
                         _ = try await Self.frame(in: aliceFrames, from: mark) { $0["type"]?.stringValue == "room" && $0["canRedo"] == .bool(true) }
-                        // Redo: it is moved again.
+                        // Redo: it is where the drag ended again.
                         mark = aliceFrames.get().count
                         try await send(#"{"type":"redo","ref":"y1","room":"\#(roomId)"}"#)
                         #expect(try await undoResult("y1")["status"]?.stringValue == "accepted")
@@ -347,6 +351,7 @@ import TestSupport
                                 #expect(refused["holder"]?.stringValue == "bob")
                                 #expect(refused["sticker"]?.stringValue == "s1")
                                 try await bob.write(.text(#"{"type":"edit","ref":"b2","room":"\#(roomId)","op":"release","sticker":"s1"}"#))
+                                _ = try await Self.frame(in: bobFrames) { $0["type"]?.stringValue == "receipt" && $0["ref"]?.stringValue == "b2" }
 
                                 // bob's pointer reaches alice's tab, and so does its leaving.
                                 try await bob.write(.text(#"{"type":"cursor","room":"\#(roomId)","x":100,"y":200.5}"#))
@@ -357,6 +362,27 @@ import TestSupport
                                 try await bob.write(.text(#"{"type":"cursor","room":"\#(roomId)"}"#))
                                 let left = try await Self.frame(in: aliceFrames) { $0["type"]?.stringValue == "cursor" && $0["x"] == .null }
                                 #expect(left["user"]?.stringValue == "bob")
+
+                                // The refused undo stayed on the stack: once bob lets go it goes
+                                // through, then the create's; then nothing (the two updates that
+                                // continued the drag were never on it).
+                                let beforeUndos = aliceFrames.get().count
+                                try await send(#"{"type":"undo","ref":"z3","room":"\#(roomId)"}"#)
+                                try await send(#"{"type":"undo","ref":"z4","room":"\#(roomId)"}"#)
+                                try await send(#"{"type":"undo","ref":"z5","room":"\#(roomId)"}"#)
+                                #expect(try await undoResult("z3")["status"]?.stringValue == "accepted")
+                                #expect(try await undoResult("z4")["status"]?.stringValue == "accepted")
+                                #expect(try await undoResult("z5")["status"]?.stringValue == "nothing")
+                                // ...and back: the create again (under a new id), then the drag.
+                                try await send(#"{"type":"redo","ref":"y2","room":"\#(roomId)"}"#)
+                                try await send(#"{"type":"redo","ref":"y3","room":"\#(roomId)"}"#)
+                                #expect(try await undoResult("y2")["status"]?.stringValue == "accepted")
+                                #expect(try await undoResult("y3")["status"]?.stringValue == "accepted")
+                                _ = try await Self.frame(in: aliceFrames, from: beforeUndos) { frame in
+                                    guard frame["type"]?.stringValue == "room", case .array(let stickers)? = frame["stickers"] else { return false }
+                                    return stickers.contains { $0["id"]?.stringValue?.hasPrefix("s1-") == true && $0["frame"]?["x"]?.doubleValue == 300 }
+                                        && !stickers.contains { $0["id"]?.stringValue == "s1" }
+                                }
 
                                 // alice restores the room to right after the create: both see it.
                                 let bobMark = bobFrames.get().count
