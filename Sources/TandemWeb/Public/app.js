@@ -9,18 +9,28 @@ const STICKERS = ["star", "heart", "sun", "flower", "cat", "rocket"];
 const PHOTO_PREFIX = "photo:";                 // a sticker whose image names a photo is the room's photo
 const PHOTO_STICKER = "photo";
 const LOCK_ROOM = 45;                          // board units above a sticker its "held by" badge needs
+const CURSOR_INTERVAL_MS = 50;                 // own pointer: at most 20 a second
+const CURSOR_IDLE_MS = 4000;                   // another's pointer that stops moving fades after this
+const HISTORY_REFRESH_MS = 1000;               // the open history asks again at most once a second
+const STICKER_KINDS = ["create", "acquire", "update", "release", "delete"];
 
 const $ = (id) => document.getElementById(id);
 const state = {
   user: null, socket: null, nextRef: 1, refs: new Map(),
   rooms: [], online: [], room: null, roomFrame: null, selected: null,
   drag: null,                                  // {sticker, mode, start, frame, sent, timer}
+  settling: null,                              // {sticker, frame, until}: a drag let go, shown where it ended until the room says so
   conversations: [], chat: null,
   older: new Map(),                            // peer -> older messages from history frames (oldest first)
   noOlder: new Set(),                          // peers whose history has nothing older
   askedOlder: new Set(),                       // peers with a history frame on its way
   readAsked: new Map(),                        // peer -> unread count a read was sent for
   workouts: new Map(),                         // workoutId -> {workout, heartRates}
+  images: new Map(),                           // sticker id -> image, of every sticker seen (the history names them)
+  cursors: new Map(),                          // userId -> {el, timer}: other members' pointers on the board
+  myCursor: { room: null, next: undefined, timer: null, shown: false },
+  history: { open: false, room: null, entries: new Map(), version: 0, oldest: 1, hasMore: false, olderLoaded: false,
+             refreshing: false, again: false, loadingOlder: false, lastAsked: 0, timer: null, error: null },
 };
 
 // ---- Colours: one per user, the same on every page -------------------------------
@@ -142,14 +152,23 @@ function receive(frame) {
       if (state.notMember && state.rooms.some((r) => r.roomId === state.notMember)) { state.notMember = null; drawBoard(); }
       drawRoomList();
       break;
-    case "presence": state.online = frame.online; drawPresence(); if (state.roomFrame) drawBoard(); break;
-    case "room": if (frame.room === state.room) { state.roomFrame = frame; drawBoard(); } break;
+    case "presence":
+      state.online = frame.online; drawPresence();
+      for (const user of state.cursors.keys()) if (!state.online.includes(user)) hideCursor(user);
+      if (state.roomFrame) drawBoard();
+      break;
+    case "room": if (frame.room === state.room) takeRoom(frame); break;
     case "roomClosed":
       if (frame.room === state.room) {
-        state.roomFrame = null; state.room = null; state.drag = null; drawBoard();
+        state.roomFrame = null; state.room = null; state.drag = null;
+        leaveRoomExtras();
+        drawBoard();
         showNotice(`${frame.message}: ${frame.room}`);
       }
       break;
+    case "undoResult": settleUndo(frame); break;
+    case "roomHistory": takeRoomHistory(frame); break;
+    case "cursor": takeCursor(frame); break;
     case "receipt": settle(frame); break;
     case "conversations": state.conversations = frame.conversations; drawChats(); break;
     case "history": takeHistory(frame); break;
@@ -162,9 +181,13 @@ function receive(frame) {
 function settle(receipt) {
   const what = state.refs.get(receipt.ref);
   state.refs.delete(receipt.ref);
-  if (receipt.status !== "rejected") return;
+  if (receipt.status !== "rejected") {
+    if (what && what.accepted) what.accepted();
+    return;
+  }
   // The server's next room frame carries the rolled-back sticker: it snaps back.
   if (state.drag && what && what.sticker === state.drag.sticker) endDrag(false);
+  if (state.settling && what && what.sticker === state.settling.sticker) { state.settling = null; drawBoard(); }
   // Not a member of the room on the board: say so plainly, and offer nothing to edit.
   if (receipt.code === "not_member" && what && what.room && what.room === state.room) {
     state.notMember = state.room;
@@ -188,6 +211,7 @@ function explain(receipt) {
   const known = {
     owned_by_other: "someone else holds it", not_owner: "you do not hold it", not_member: "you are not a member of this room",
     forbidden: "you may not do that here", deleted: "it was deleted", not_found: "it does not exist", rate_limited: "too fast",
+    history_gone: "that version is no longer kept", room_full: "the room has no space for more stickers",
   };
   return known[receipt.code] || receipt.message || receipt.code;
 }
@@ -223,6 +247,7 @@ $("open-room").addEventListener("submit", (event) => {
 
 /// Shows a room; one that does not exist yet is made with the chosen photo.
 function openRoom(room, photo) {
+  if (room !== state.room) leaveRoomExtras();
   state.room = room;
   state.roomFrame = null;
   state.selected = null;
@@ -254,7 +279,11 @@ function drawBoard() {
   // Someone who is not a member sees why, and nothing to edit.
   const outsider = state.room && state.notMember === state.room;
   $("palette").hidden = outsider || !state.room;
+  $("tools").hidden = outsider || !state.room || !frame || !frame.known;
   $("board-hint").hidden = outsider || !state.room;
+  const editor = canEdit(frame);
+  $("undo").disabled = !(editor && frame.canUndo);
+  $("redo").disabled = !(editor && frame.canRedo);
   if (outsider) showNotice(`You are not a member of room ${state.room}: ask its owner to invite you.`);
   else if ($("room-notice").textContent.startsWith("You are not a member")) $("room-notice").hidden = true;
   const photo = photoOf(frame);
@@ -324,7 +353,8 @@ $("invite").addEventListener("submit", (event) => {
 
 function drawSticker(sticker) {
   const drag = state.drag && state.drag.sticker === sticker.id ? state.drag : null;
-  const f = drag ? drag.frame : sticker.frame;
+  const settling = state.settling && state.settling.sticker === sticker.id ? state.settling : null;
+  const f = drag ? drag.frame : settling ? settling.frame : sticker.frame;
   const el = document.createElement("div");
   el.className = "sticker";
   el.dataset.id = sticker.id;
@@ -338,7 +368,7 @@ function drawSticker(sticker) {
   el.append(img);
   if (sticker.owner && sticker.owner !== state.user) {
     el.classList.add("held");
-    el.style.borderColor = colour(sticker.owner);
+    el.style.outlineColor = colour(sticker.owner);
     const lock = document.createElement("span");
     // Under the sticker when above it would leave the board.
     lock.className = f.y < LOCK_ROOM ? "lock below" : "lock";
@@ -346,7 +376,7 @@ function drawSticker(sticker) {
     lock.style.background = colour(sticker.owner);
     el.append(lock);
   } else {
-    if (sticker.owner === state.user) { el.classList.add("mine"); el.style.borderColor = colour(state.user); }
+    if (sticker.owner === state.user) { el.classList.add("mine"); el.style.outlineColor = colour(state.user); }
     const handle = document.createElement("div");
     handle.className = "handle";
     el.append(handle);
@@ -436,8 +466,10 @@ function flushUpdate() {
   const drag = state.drag;
   if (!drag || !drag.dirty) return;
   drag.dirty = false;
-  sendWithRef({ type: "edit", room: state.room, op: "update", sticker: drag.sticker, frame: { ...drag.frame } },
-    { label: "move", sticker: drag.sticker });
+  // The drag's later updates continue its first: one undo takes back the whole drag.
+  sendWithRef({ type: "edit", room: state.room, op: "update", sticker: drag.sticker, frame: { ...drag.frame },
+    ...(drag.updated ? { continues: true } : {}) }, { label: "move", sticker: drag.sticker });
+  drag.updated = true;
 }
 
 document.addEventListener("pointerup", () => { if (state.drag) endDrag(true); });
@@ -448,6 +480,12 @@ function endDrag(release) {
   if (release) {
     flushUpdate();
     sendWithRef({ type: "edit", room: state.room, op: "release", sticker: drag.sticker }, { label: "let go", sticker: drag.sticker });
+    // The room shows a drag's updates as they are applied: until the last one is, the
+    // sticker stays where it was let go (it does not jump back a step).
+    if (drag.updated) {
+      state.settling = { sticker: drag.sticker, frame: { ...drag.frame }, until: Date.now() + 2000 };
+      setTimeout(() => { if (state.settling && Date.now() >= state.settling.until) { state.settling = null; drawBoard(); } }, 2100);
+    }
   }
   clearTimeout(drag.timer);
   state.drag = null;
@@ -479,6 +517,395 @@ $("board").addEventListener("keydown", (event) => {
     state.selected = null;
   }
 });
+
+// ---- The room frame: the board, what can be undone, the history, the pointers ---------
+function takeRoom(frame) {
+  const before = state.roomFrame;
+  state.roomFrame = frame;
+  const settling = state.settling;
+  if (settling) {
+    const s = frame.stickers.find((x) => x.id === settling.sticker);
+    const f = s && s.frame, g = settling.frame;
+    if (!s || Date.now() >= settling.until || (s.owner && s.owner !== state.user)
+        || (f.x === g.x && f.y === g.y && f.width === g.width && f.height === g.height)) state.settling = null;
+  }
+  for (const s of frame.stickers) state.images.set(s.id, s.image);
+  // Someone who is no longer a member has no pointer here.
+  for (const user of state.cursors.keys()) if (!frame.members.some((m) => m.userId === user)) hideCursor(user);
+  drawBoard();
+  if (!state.history.open) return;
+  if (!before || before.version !== frame.version) refreshHistory();
+  if (canEdit(before) !== canEdit(frame)) drawHistory();
+}
+
+/// Whether this person may change the room (owner or editor; not a viewer).
+function canEdit(frame) {
+  const me = frame && frame.members.find((m) => m.userId === state.user);
+  return !!(me && me.role !== "viewer");
+}
+
+/// What belongs to the room shown: its pointers, the own pointer there, its history.
+function leaveRoomExtras() {
+  for (const user of [...state.cursors.keys()]) hideCursor(user);
+  offerCursor(null);
+  showHistory(false);
+  state.history.entries = new Map();
+  state.history.room = null;
+}
+
+// ---- Undo and redo: the person's own changes, through the session's client ---------
+function undoRedo(op) {
+  const frame = state.roomFrame;
+  if (!state.room || !frame || state.drag || !canEdit(frame)) return;
+  // An edit still waiting for its receipt may be what there is to undo (the server's
+  // undo waits for it): only with none is "nothing to undo" said here.
+  if (!(op === "undo" ? frame.canUndo || state.refs.size : frame.canRedo)) { toast(`nothing to ${op}`); return; }
+  sendWithRef({ type: op, room: state.room }, { label: op, room: state.room });
+}
+
+$("undo").addEventListener("click", () => undoRedo("undo"));
+$("redo").addEventListener("click", () => undoRedo("redo"));
+
+// Ctrl+Z, Ctrl+Shift+Z and Ctrl+Y (Cmd on a Mac), on the board's view; a text field keeps
+// its own undo.
+document.addEventListener("keydown", (event) => {
+  if (!(event.ctrlKey || event.metaKey) || event.altKey) return;
+  const target = event.target;
+  if (target && (["INPUT", "TEXTAREA", "SELECT"].includes(target.tagName) || target.isContentEditable)) return;
+  if ($("view-rooms").hidden || !state.room) return;
+  const key = event.key.toLowerCase();
+  if (key === "z") { event.preventDefault(); undoRedo(event.shiftKey ? "redo" : "undo"); }
+  else if (key === "y" && !event.shiftKey) { event.preventDefault(); undoRedo("redo"); }
+});
+
+function settleUndo(result) {
+  state.refs.delete(result.ref);
+  if (result.status === "nothing") { toast(`nothing to ${result.op}`); return; }
+  if (result.status !== "rejected") return;
+  if (result.code === "owned_by_other") {
+    const sticker = result.sticker;
+    if (sticker && stickerById(sticker)) { state.selected = sticker; drawBoard(); }
+    toast(`can't ${result.op}: ${result.holder || "someone else"} is holding that sticker`,
+      sticker ? () => heldByOther(sticker) : null);
+    return;
+  }
+  toast(`can't ${result.op}: ${explain(result)}`);
+}
+
+// ---- History: who did what, newest first; restore a version -----------------------
+$("history-toggle").addEventListener("click", () => showHistory(!state.history.open));
+$("history-close").addEventListener("click", () => showHistory(false));
+$("history-more").addEventListener("click", () => olderHistory());
+
+function showHistory(open) {
+  const h = state.history;
+  h.open = open && !!state.room;
+  $("history-panel").hidden = !h.open;
+  $("history-toggle").setAttribute("aria-expanded", String(h.open));
+  drawHistory.shown = null;
+  if (!h.open) return;
+  if (h.room !== state.room) {
+    Object.assign(h, { room: state.room, entries: new Map(), version: 0, oldest: 1, hasMore: false, olderLoaded: false, error: null });
+  }
+  refreshHistory();
+  drawHistory();
+}
+
+/// Asks for the newest page; while one is on its way, or within a second of the last,
+/// the next ask waits (a drag changes the room twenty times a second).
+function refreshHistory() {
+  const h = state.history;
+  if (!h.open || h.room !== state.room) return;
+  if (h.refreshing) { h.again = true; return; }
+  const wait = h.lastAsked + HISTORY_REFRESH_MS - Date.now();
+  if (wait > 0) {
+    if (!h.timer) h.timer = setTimeout(() => { h.timer = null; refreshHistory(); }, wait);
+    return;
+  }
+  h.refreshing = true;
+  h.lastAsked = Date.now();
+  send({ type: "roomHistory", room: h.room });
+}
+
+function olderHistory() {
+  const h = state.history;
+  if (h.loadingOlder || !h.hasMore || !h.entries.size) return;
+  h.loadingOlder = true;
+  send({ type: "roomHistory", room: h.room, before: Math.min(...h.entries.keys()) });
+  drawHistory();
+}
+
+function takeRoomHistory(frame) {
+  const h = state.history;
+  if (frame.room !== h.room) return;
+  const newest = frame.before == null;
+  if (newest) {
+    h.refreshing = false;
+    if (h.again) { h.again = false; refreshHistory(); }
+  } else {
+    h.loadingOlder = false;
+  }
+  if (frame.error) { h.error = `the history could not be read: ${frame.error.message}`; drawHistory(); return; }
+  h.error = null;
+  const held = h.entries.size ? Math.max(...h.entries.keys()) : 0;
+  // A newest page that does not reach what is held (more changes than a page since the
+  // last ask) starts the list again: no gap is ever shown.
+  if (newest && held && frame.hasMore && frame.entries.length && frame.entries[frame.entries.length - 1].version > held + 1) {
+    h.entries = new Map();
+    h.olderLoaded = false;
+  }
+  for (const entry of frame.entries) h.entries.set(entry.version, entry);
+  h.version = Math.max(h.version, frame.version);
+  h.oldest = frame.oldest;
+  if (!newest) { h.olderLoaded = true; h.hasMore = frame.hasMore; }
+  else if (!h.olderLoaded) h.hasMore = frame.hasMore;
+  drawHistory();
+}
+
+/// The entries as people think of them: one row per action, newest first. What one
+/// person does to one sticker in a row, from taking it (or making it) to letting it go,
+/// is one row: a drag (take, moves, let go), a sticker added (make, let go), an arrow
+/// key's move or an undo (move, let go). Rows of nothing but taking and letting go, and
+/// locks that ran out, are not shown: they change no picture (a restore releases every
+/// lock anyway).
+function historyRows() {
+  const entries = [...state.history.entries.values()].sort((a, b) => a.version - b.version);
+  const rows = [];
+  let open = null;                               // the row still taking entries
+  for (const e of entries) {
+    const sticker = STICKER_KINDS.includes(e.type) ? e.stickerId : null;
+    if (open && sticker && open.sticker === sticker && open.user === e.userId && open.version === e.version - 1) {
+      open.types.add(e.type);
+      open.version = e.version;
+      open.time = e.timestamp;
+      if (e.type === "create" || e.type === "delete") open.major = e.type;
+    } else {
+      open = { version: e.version, user: e.userId, type: e.type, sticker, types: new Set([e.type]), time: e.timestamp,
+        major: e.type === "create" || e.type === "delete" ? e.type : null };
+      rows.push(open);
+    }
+    // Letting go (or removing) ends the action; so does anything that is not a sticker's.
+    if (!sticker || e.type === "release" || e.type === "delete") open = null;
+  }
+  return rows.reverse()
+    .filter((r) => r.type !== "expire" && !(r.sticker && [...r.types].every((t) => t === "acquire" || t === "release")));
+}
+
+function stickerName(id) {
+  if (id === PHOTO_STICKER) return "photo";
+  const image = state.images.get(id);
+  if (!image) return "sticker";
+  return image.startsWith(PHOTO_PREFIX) ? "photo" : image;
+}
+
+function describe(row) {
+  const name = row.sticker && stickerName(row.sticker);
+  if (row.major === "create") return name === "photo" ? "set the photo" : `added a ${name}`;
+  if (row.major === "delete") return `removed the ${name}`;
+  if (row.types.has("update")) return `moved the ${name}`;
+  return {
+    restore: "restored an earlier version", invite: "invited a member", remove: "removed a member",
+    role: "changed a member's role", leave: "left the room",
+  }[row.type] || row.type;
+}
+
+function drawHistory() {
+  const h = state.history;
+  if (!h.open) return;
+  const frame = state.roomFrame;
+  const editor = canEdit(frame);
+  const current = Math.max(h.version, frame ? frame.version : 0);
+  const rows = historyRows();
+  // Asked again every second while the room changes: the list is rebuilt only when what
+  // it shows changed (a button under the pointer stays where it is).
+  const shown = JSON.stringify([editor, current, h.oldest, rows.map((r) => [r.version, r.user, describe(r), r.time])]);
+  if (shown !== drawHistory.shown) {
+    drawHistory.shown = shown;
+    // The rows in view stay in view as newer ones come on top (unless the list is at
+    // its top, where the newest are what one looks at).
+    const list = $("history-list");
+    const anchor = list.scrollTop > 4 && !h.toTop
+      ? [...list.children].find((li) => li.offsetTop + li.offsetHeight > list.scrollTop) : null;
+    const anchorOffset = anchor ? anchor.offsetTop - list.scrollTop : 0;
+    const anchorVersion = anchor && anchor.dataset.version;
+    list.replaceChildren(...rows.map((row, index) => {
+      const li = document.createElement("li");
+      li.dataset.version = row.version;
+      const what = document.createElement("span");
+      what.className = "what";
+      const who = document.createElement("span");
+      who.className = "who";
+      who.textContent = row.user || "the server";
+      if (row.user) who.style.color = colour(row.user);
+      what.append(who, ` ${describe(row)}`);
+      const when = document.createElement("span");
+      when.className = "when";
+      when.textContent = new Date(row.time).toLocaleTimeString();
+      when.title = `version ${row.version}`;
+      li.append(what, when);
+      if (index === 0 && row.version <= current) {
+        const now = document.createElement("span");
+        now.className = "now";
+        now.textContent = "now";
+        li.append(now);
+      } else if (editor && row.version >= h.oldest && row.version < current) {
+        const restore = document.createElement("button");
+        restore.className = "restore";
+        restore.textContent = "Restore this version";
+        restore.title = `make the room what it was right after this change (version ${row.version})`;
+        restore.addEventListener("click", () => {
+          const at = new Date(row.time).toLocaleTimeString();
+          sendWithRef({ type: "restore", room: state.room, version: row.version }, { label: "restore", room: state.room,
+            accepted: () => { toast(`restored the room to how it was at ${at}`); state.history.toTop = true; } });
+        });
+        li.append(restore);
+      }
+      return li;
+    }));
+    const again = anchorVersion && list.querySelector(`li[data-version="${anchorVersion}"]`);
+    if (again) list.scrollTop = again.offsetTop - anchorOffset;
+  }
+  // After one's own restore: the top, where it now is.
+  if (h.toTop && rows.length && rows[0].type === "restore") { $("history-list").scrollTop = 0; h.toTop = false; }
+  const status = h.error || (h.refreshing && !rows.length ? "loading…"
+    : !rows.length ? "no changes yet" : h.olderLoaded && !h.hasMore ? "the start of the room" : "");
+  $("history-status").textContent = status;
+  $("history-more").hidden = !h.hasMore;
+  $("history-more").disabled = h.loadingOlder;
+  $("history-more").textContent = h.loadingOlder ? "Loading…" : "More";
+}
+
+// ---- Pointers: the others' over the photo, and this person's to them ----------------
+function takeCursor(frame) {
+  if (frame.room !== state.room || frame.user === state.user) return;
+  if (frame.x == null || frame.y == null) { hideCursor(frame.user); return; }
+  if (state.roomFrame && !state.roomFrame.members.some((m) => m.userId === frame.user)) return;
+  let cursor = state.cursors.get(frame.user);
+  if (!cursor) {
+    const el = document.createElement("div");
+    el.className = "cursor";
+    el.dataset.user = frame.user;
+    el.innerHTML = `<svg viewBox="0 0 18 22"><path d="M1 1 L1 17 L5.5 13 L8.5 20 L11 19 L8 12 L14 12 Z" stroke="#fff" stroke-width="1.5" stroke-linejoin="round"/></svg><span class="name"></span>`;
+    el.querySelector("path").setAttribute("fill", colour(frame.user));
+    const name = el.querySelector(".name");
+    name.textContent = frame.user;
+    name.style.background = colour(frame.user);
+    $("board").append(el);
+    cursor = { el, timer: null };
+    state.cursors.set(frame.user, cursor);
+  }
+  const x = Math.min(Math.max(frame.x, 0), BOARD_W), y = Math.min(Math.max(frame.y, 0), BOARD_H);
+  Object.assign(cursor.el.style, { left: `${(x / BOARD_W) * 100}%`, top: `${(y / BOARD_H) * 100}%` });
+  // Near the right or the bottom edge the name goes to the other side, not off the photo.
+  cursor.el.classList.toggle("flip-x", x > BOARD_W * 0.85);
+  cursor.el.classList.toggle("flip-y", y > BOARD_H * 0.9);
+  clearTimeout(cursor.timer);
+  cursor.timer = setTimeout(() => hideCursor(frame.user), CURSOR_IDLE_MS);
+}
+
+function hideCursor(user) {
+  const cursor = state.cursors.get(user);
+  if (!cursor) return;
+  clearTimeout(cursor.timer);
+  cursor.el.remove();
+  state.cursors.delete(user);
+}
+
+/// This person's pointer: `position` in board units, or null when it left the photo. At
+/// most one frame every CURSOR_INTERVAL_MS, the latest always sent (where it stopped, or
+/// that it left).
+function offerCursor(position) {
+  const mine = state.myCursor;
+  if (position && !state.room) return;
+  if (!position && !mine.shown && mine.next === undefined) return;
+  mine.next = position;
+  if (!mine.timer) flushCursor();
+}
+
+function flushCursor() {
+  const mine = state.myCursor;
+  if (mine.next === undefined) { mine.timer = null; return; }
+  const position = mine.next;
+  mine.next = undefined;
+  if (position) {
+    if (mine.shown && mine.room !== state.room) send({ type: "cursor", room: mine.room });
+    send({ type: "cursor", room: state.room, x: position.x, y: position.y });
+    mine.room = state.room;
+    mine.shown = true;
+  } else if (mine.shown) {
+    send({ type: "cursor", room: mine.room });
+    mine.shown = false;
+  }
+  mine.timer = setTimeout(flushCursor, CURSOR_INTERVAL_MS);
+}
+
+$("board").addEventListener("pointermove", (event) => {
+  if (!state.roomFrame || state.notMember === state.room) return;
+  const rect = $("board").getBoundingClientRect();
+  const x = ((event.clientX - rect.left) / rect.width) * BOARD_W, y = ((event.clientY - rect.top) / rect.height) * BOARD_H;
+  if (x < 0 || y < 0 || x > BOARD_W || y > BOARD_H) { offerCursor(null); return; }
+  offerCursor({ x: Math.round(x * 10) / 10, y: Math.round(y * 10) / 10 });
+});
+$("board").addEventListener("pointerleave", () => offerCursor(null));
+
+// ---- Download: the photo and its stickers as people see them, as a PNG ----------------
+const svgTexts = new Map();
+
+/// The picture at `url` drawn over `frame` (board units), as an <img> of that size shows
+/// it: the SVG is given the frame's size, so its own aspect rule applies, not a stretch.
+async function drawPicture(context, url, frame) {
+  if (!svgTexts.has(url)) {
+    const answer = await fetch(url);
+    if (!answer.ok) throw new Error(`${url}: ${answer.status}`);
+    svgTexts.set(url, await answer.text());
+  }
+  const svg = new DOMParser().parseFromString(svgTexts.get(url), "image/svg+xml").documentElement;
+  svg.setAttribute("width", frame.width);
+  svg.setAttribute("height", frame.height);
+  const blob = new Blob([new XMLSerializer().serializeToString(svg)], { type: "image/svg+xml" });
+  const link = URL.createObjectURL(blob);
+  try {
+    const image = new Image();
+    await new Promise((done, fail) => { image.onload = done; image.onerror = () => fail(new Error(`${url} did not load`)); image.src = link; });
+    context.drawImage(image, frame.x, frame.y, frame.width, frame.height);
+  } finally {
+    URL.revokeObjectURL(link);
+  }
+}
+
+async function downloadPhoto() {
+  const frame = state.roomFrame;
+  if (!frame || !state.room) return;
+  const room = state.room;
+  const canvas = document.createElement("canvas");
+  canvas.width = BOARD_W;
+  canvas.height = BOARD_H;
+  const context = canvas.getContext("2d");
+  context.fillStyle = "#d1d5db";                 // the board's own grey where no photo is
+  context.fillRect(0, 0, BOARD_W, BOARD_H);
+  try {
+    const photo = photoOf(frame);
+    if (photo && /^[a-z]+$/.test(photo)) await drawPicture(context, `photos/${photo}.svg`, { x: 0, y: 0, width: BOARD_W, height: BOARD_H });
+    for (const sticker of frame.stickers) {
+      if (sticker.image.startsWith(PHOTO_PREFIX)) continue;
+      const f = state.drag && state.drag.sticker === sticker.id ? state.drag.frame : sticker.frame;
+      await drawPicture(context, `stickers/${STICKERS.includes(sticker.image) ? sticker.image : "star"}.svg`, f);
+    }
+  } catch (error) {
+    toast(`download failed: ${error.message}`);
+    return;
+  }
+  const blob = await new Promise((done) => canvas.toBlob(done, "image/png"));
+  const link = document.createElement("a");
+  link.href = URL.createObjectURL(blob);
+  link.download = `${room}.png`;
+  document.body.append(link);
+  link.click();
+  link.remove();
+  setTimeout(() => URL.revokeObjectURL(link.href), 60_000);
+}
+
+$("download").addEventListener("click", () => downloadPhoto());
 
 // ---- Chats -----------------------------------------------------------------------
 for (const button of document.querySelectorAll(".tabs button")) {
