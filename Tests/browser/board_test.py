@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""Tandem in a real browser: two people on one board, through scripts/run.
+"""Tandem in a real browser: people on one board, through scripts/run.
 
 Starts scripts/run (a real mosquitto with the shipped users and ACL, a real coordinator,
 tandem-web) on free loopback ports in a temporary data folder, then drives Debian's
-chromium through Playwright with two browser contexts: alice and bob. Every step saves a
-screenshot under $TANDEM_SCREENSHOTS (default .build/browser-screenshots).
+chromium through Playwright with three browser contexts: alice, bob and carol. Every step
+saves a screenshot under $TANDEM_SCREENSHOTS (default .build/browser-screenshots).
 
     python3 Tests/browser/board_test.py [--bin-dir .build/debug]
 
@@ -17,11 +17,13 @@ import random
 import signal
 import socket
 import string
+import struct
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
+import zlib
 
 from playwright.sync_api import sync_playwright, expect
 
@@ -126,6 +128,79 @@ def sign_in(page, url, user, password):
 
 def sticker_box(page, sticker_id):
     return page.locator(f'.sticker[data-id="{sticker_id}"]').bounding_box()
+
+
+def centre(box):
+    return box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+
+
+def board_point(page, x, y):
+    """Where the board's point (x, y), in its units (1000 x 625), is on the page."""
+    board = page.locator("#board").bounding_box()
+    return board["x"] + x / 1000 * board["width"], board["y"] + y / 625 * board["height"]
+
+
+def wait_sticker_at(page, sticker_id, box, tolerance=3):
+    """Waits until the sticker's top left corner is where `box` says (page pixels)."""
+    page.wait_for_function(
+        f"""() => {{ const el = document.querySelector('.sticker[data-id="{sticker_id}"]');
+            if (!el) return false; const r = el.getBoundingClientRect();
+            return Math.abs(r.x - {box['x']}) <= {tolerance} && Math.abs(r.y - {box['y']}) <= {tolerance}; }}""")
+
+
+def drag(page, sticker_id, dx, dy, steps=10):
+    """Drags a sticker by (dx, dy) page pixels, as a person does: in small moves."""
+    x, y = centre(sticker_box(page, sticker_id))
+    page.mouse.move(x, y)
+    page.mouse.down()
+    for step in range(1, steps + 1):
+        page.mouse.move(x + dx * step / steps, y + dy * step / steps)
+        page.wait_for_timeout(30)
+    page.mouse.up()
+
+
+def png_pixels(path):
+    """A PNG's width, height and a pixel reader (8-bit RGB or RGBA, not interlaced, as a
+    canvas writes them): enough to check a download without an image library."""
+    with open(path, "rb") as f:
+        data = f.read()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", f"not a PNG: {data[:8]!r}"
+    pos, idat, header = 8, b"", None
+    while pos < len(data):
+        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        body = data[pos + 8:pos + 8 + length]
+        if kind == b"IHDR":
+            header = struct.unpack(">IIBBBBB", body)
+        elif kind == b"IDAT":
+            idat += body
+        pos += 12 + length
+    width, height, depth, colour_type, _, _, interlace = header
+    assert depth == 8 and colour_type in (2, 6) and interlace == 0, header
+    channels = 4 if colour_type == 6 else 3
+    raw, stride = zlib.decompress(idat), width * channels
+    rows, previous = [], bytearray(stride)
+    for row in range(height):
+        kind, line = raw[row * (stride + 1)], bytearray(raw[row * (stride + 1) + 1:(row + 1) * (stride + 1)])
+        for i in range(stride):
+            left = line[i - channels] if i >= channels else 0
+            up, corner = previous[i], previous[i - channels] if i >= channels else 0
+            if kind == 1:
+                line[i] = (line[i] + left) & 255
+            elif kind == 2:
+                line[i] = (line[i] + up) & 255
+            elif kind == 3:
+                line[i] = (line[i] + (left + up) // 2) & 255
+            elif kind == 4:
+                p = left + up - corner
+                pa, pb, pc = abs(p - left), abs(p - up), abs(p - corner)
+                line[i] = (line[i] + (left if pa <= pb and pa <= pc else up if pb <= pc else corner)) & 255
+        rows.append(line)
+        previous = line
+    return width, height, lambda x, y: tuple(rows[int(y)][int(x) * channels:int(x) * channels + 3])
+
+
+def near_colour(actual, expected, tolerance=12):
+    return all(abs(a - e) <= tolerance for a, e in zip(actual, expected))
 
 
 def run(system):
@@ -369,6 +444,208 @@ def run(system):
             expect(bob.locator("#toast")).to_be_hidden()
         check("the owner makes bob a viewer (his edit is refused), then an editor again", owner_changes_a_role)
 
+        def undo_and_redo():
+            # bob has changed nothing yet that he could undo.
+            expect(bob.locator("#undo")).to_be_disabled()
+            expect(bob.locator("#redo")).to_be_disabled()
+            alice.click("#palette button[data-sticker=sun]")
+            sun = alice.locator(".sticker:has(img[alt=sun])")
+            expect(sun).to_have_count(1)
+            sid = sun.get_attribute("data-id")
+            state["sun"] = sid
+            expect(bob.locator(f'.sticker[data-id="{sid}"]')).to_be_visible()
+            expect(bob.locator(f'.sticker[data-id="{sid}"] .lock')).to_have_count(0)
+            expect(alice.locator("#undo")).to_be_enabled()
+            expect(alice.locator("#redo")).to_be_disabled()
+            start = sticker_box(bob, sid)
+            state["sun-start"] = start
+            drag(alice, sid, 200, 60)
+            bob.wait_for_function(
+                f"""() => {{ const el = document.querySelector('.sticker[data-id="{sid}"]');
+                    return el && el.getBoundingClientRect().x > {start['x']} + 150 && !el.querySelector('.lock'); }}""")
+            dragged = sticker_box(bob, sid)
+            shot(alice, "21-alice-dragged-the-sun")
+            # One Ctrl+Z takes back the whole drag, on bob's page too.
+            alice.keyboard.press("Control+z")
+            wait_sticker_at(bob, sid, start)
+            wait_sticker_at(alice, sid, sticker_box(bob, sid))
+            expect(alice.locator("#redo")).to_be_enabled()
+            shot(bob, "22-bob-sees-alices-undo")
+            shot(alice, "22b-alice-undid-her-drag")
+            alice.click("#redo")
+            wait_sticker_at(bob, sid, dragged)
+            alice.click("#undo")
+            wait_sticker_at(bob, sid, start)
+            alice.keyboard.press("Control+Shift+z")
+            wait_sticker_at(bob, sid, dragged)
+            alice.keyboard.press("Meta+z")          # Cmd+Z, as on a Mac
+            wait_sticker_at(bob, sid, start)
+            alice.keyboard.press("Control+y")
+            wait_sticker_at(bob, sid, dragged)
+            expect(alice.locator("#redo")).to_be_disabled()
+            expect(bob.locator(f'.sticker[data-id="{sid}"] .lock')).to_have_count(0)
+            shot(alice, "23-alice-redid-it")
+        check("undo and redo, with the keys and the buttons: the whole drag, on both pages", undo_and_redo)
+
+        def refused_undo_says_why():
+            sid = state["sun"]
+            before = sticker_box(alice, sid)
+            drag(bob, sid, -80, 90)
+            alice.wait_for_function(
+                f"""() => {{ const el = document.querySelector('.sticker[data-id="{sid}"]');
+                    return el && el.getBoundingClientRect().y > {before['y']} + 60 && !el.querySelector('.lock'); }}""")
+            moved = sticker_box(alice, sid)
+            expect(bob.locator("#undo")).to_be_enabled()
+            # alice takes the sun and holds it; bob undoes his move: refused, and told why.
+            alice.mouse.move(*centre(moved))
+            alice.mouse.down()
+            expect(bob.locator(f'.sticker[data-id="{sid}"] .lock')).to_contain_text("held by alice")
+            bob.keyboard.press("Control+z")
+            expect(bob.locator("#toast")).to_have_text("can't undo: alice is holding that sticker")
+            shot(bob, "24-bob-cannot-undo-while-alice-holds-it")
+            after = sticker_box(alice, sid)
+            assert abs(after["x"] - moved["x"]) < 2 and abs(after["y"] - moved["y"]) < 2, f"the refused undo moved it: {moved} -> {after}"
+            alice.mouse.up()
+            # The note goes with its cause; the undo stayed, and now it goes through.
+            expect(bob.locator("#toast")).to_be_hidden(timeout=1_500)
+            expect(bob.locator("#undo")).to_be_enabled()
+            bob.keyboard.press("Control+z")
+            wait_sticker_at(alice, sid, before)
+            shot(alice, "24b-bobs-undo-went-through-once-alice-let-go")
+        check("a refused undo says who holds the sticker; once let go it goes through", refused_undo_says_why)
+
+        def history_and_restore():
+            alice.click("#history-toggle")
+            expect(alice.locator("#history-panel")).to_be_visible()
+            rows = alice.locator("#history-list li")
+            expect(rows.first).to_contain_text("bob moved the sun")
+            expect(rows.first).to_contain_text("now")
+            expect(rows.nth(1)).to_contain_text("bob moved the sun")
+            expect(alice.locator("#history-list")).to_contain_text("alice moved the sun")
+            expect(alice.locator("#history-list")).to_contain_text("alice added a sun")
+            versions = [int(v) for v in rows.evaluate_all("(items) => items.map((li) => li.dataset.version)")]
+            assert versions == sorted(versions, reverse=True) and len(set(versions)) == len(versions), versions
+            # The panel is over the board's right side, inside it, and its rows are whole.
+            panel, board = alice.locator("#history-panel").bounding_box(), alice.locator("#board").bounding_box()
+            assert panel["y"] >= board["y"] - 1 and panel["y"] + panel["height"] <= board["y"] + board["height"] + 1, (panel, board)
+            shot(alice, "25-alice-history-newest-first")
+            # Restore right after the sun was added: it is back where it was made, for bob too.
+            added = alice.locator("#history-list li", has_text="alice added a sun")
+            added.locator("button.restore").click()
+            wait_sticker_at(bob, state["sun"], state["sun-start"])
+            expect(alice.locator("#toast")).to_contain_text("restored the room to how it was at")
+            # The open history follows the room: the restore is on top now.
+            expect(rows.first).to_contain_text("alice restored an earlier version")
+            expect(rows.first).to_contain_text("now")
+            shot(bob, "26-bob-sees-the-restore")
+            shot(alice, "26b-alice-history-after-the-restore")
+            # Older pages: "More" until the start of the room.
+            more = alice.locator("#history-more")
+            expect(more).to_be_visible()
+            for _ in range(20):
+                if not more.is_visible():
+                    break
+                count = rows.count()
+                more.click()
+                alice.wait_for_function(f"document.querySelectorAll('#history-list li').length > {count} || "
+                                        "document.getElementById('history-more').hidden")
+            expect(more).to_be_hidden()
+            expect(rows.last).to_contain_text("alice set the photo")
+            rows.last.scroll_into_view_if_needed()
+            shot(alice, "26c-alice-history-paged-to-the-start")
+            versions = [int(v) for v in rows.evaluate_all("(items) => items.map((li) => li.dataset.version)")]
+            assert versions == sorted(versions, reverse=True) and len(set(versions)) == len(versions), versions
+        check("the history lists changes newest first with names; a restore shows on the other page; More pages back", history_and_restore)
+
+        def a_viewer_cannot_restore_or_undo():
+            bob.click("#history-toggle")
+            expect(bob.locator("#history-list li").first).to_contain_text("alice restored an earlier version")
+            expect(bob.locator("#history-list button.restore").first).to_be_visible()
+            alice.select_option('#room-members select[data-member=bob]', "viewer")
+            expect(bob.locator("#room-members")).to_contain_text("bob (viewer)")
+            expect(bob.locator("#history-list button.restore")).to_have_count(0)
+            expect(bob.locator("#undo")).to_be_disabled()
+            expect(bob.locator("#redo")).to_be_disabled()
+            shot(bob, "27-bob-a-viewer-sees-no-restore")
+            alice.select_option('#room-members select[data-member=bob]', "editor")
+            expect(bob.locator("#room-members")).to_contain_text("bob (editor)")
+            expect(bob.locator("#history-list button.restore").first).to_be_visible()
+            bob.click("#history-close")
+            alice.click("#history-close")
+            expect(alice.locator("#history-panel")).to_be_hidden()
+        check("a viewer is offered no restore and no undo; an editor again, they come back", a_viewer_cannot_restore_or_undo)
+
+        def pointers():
+            mine = bob.locator('.cursor[data-user="alice"]')
+            alice.mouse.move(*board_point(alice, 300, 200), steps=4)
+            expect(mine.locator(".name")).to_be_visible()
+            expect(mine.locator(".name")).to_have_text("alice")
+            colour = alice.evaluate("colour('alice')")
+            assert mine.locator("path").get_attribute("fill") == colour, "alice's pointer is not in her colour"
+
+            def at(page, user, x, y):
+                page.wait_for_function(
+                    f"""() => {{ const el = document.querySelector('.cursor[data-user="{user}"]');
+                        const b = document.getElementById('board').getBoundingClientRect();
+                        if (!el) return false; const r = el.getBoundingClientRect();
+                        return Math.abs(r.left - (b.left + {x} / 1000 * b.width)) < 2
+                            && Math.abs(r.top - (b.top + {y} / 625 * b.height)) < 2; }}""")
+            at(bob, "alice", 300, 200)
+            bob.mouse.move(*board_point(bob, 640, 380), steps=4)
+            theirs = alice.locator('.cursor[data-user="bob"]')
+            expect(theirs.locator(".name")).to_be_visible()
+            expect(theirs.locator(".name")).to_have_text("bob")
+            at(alice, "bob", 640, 380)
+            alice.mouse.move(*board_point(alice, 520, 330), steps=6)
+            at(bob, "alice", 520, 330)
+            shot(alice, "28-alice-sees-bobs-pointer")
+            shot(bob, "29-bob-sees-alices-pointer")
+            side_by_side(browser, [("alice sees bob's pointer", "28-alice-sees-bobs-pointer"),
+                                   ("bob sees alice's pointer", "29-bob-sees-alices-pointer")], "two-pointers")
+            # Near the corner the name turns inwards: it stays on the photo.
+            alice.mouse.move(*board_point(alice, 985, 615), steps=4)
+            at(bob, "alice", 985, 615)
+            name, board = mine.locator(".name").bounding_box(), bob.locator("#board").bounding_box()
+            assert name["x"] >= board["x"] and name["x"] + name["width"] <= board["x"] + board["width"], (name, board)
+            assert name["y"] >= board["y"] and name["y"] + name["height"] <= board["y"] + board["height"], (name, board)
+            shot(bob, "29b-alices-pointer-in-the-corner")
+            # alice's pointer leaves the photo: bob's page drops it at once (not after fading).
+            alice.mouse.move(60, 500, steps=3)
+            expect(mine).to_have_count(0, timeout=2_000)
+            # bob's pointer stops over the photo: it fades on alice's page after a few seconds.
+            bob.mouse.move(*board_point(bob, 600, 360), steps=3)
+            at(alice, "bob", 600, 360)
+            still = time.monotonic()
+            expect(theirs).to_have_count(0, timeout=10_000)
+            idle = time.monotonic() - still
+            assert idle > 2.5, f"bob's still pointer went after {idle:.1f} s, not after a few idle seconds"
+            print(f"     bob's still pointer faded after {idle:.1f} s")
+            bob.mouse.move(60, 500)
+        check("each sees the other's named pointer move; it goes when it leaves the photo or stays still", pointers)
+
+        def download_the_photo():
+            with alice.expect_download() as info:
+                alice.click("#download")
+            download = info.value
+            assert download.suggested_filename == f"{room}.png", download.suggested_filename
+            path = os.path.join(SHOTS, "30-downloaded-photo.png")
+            download.save_as(path)
+            width, height, pixel = png_pixels(path)
+            assert (width, height) == (1000, 625), (width, height)
+            # Drawn as the board shows it: the beach's sky, and each sticker where its frame is.
+            assert near_colour(pixel(500, 4), (0x7d, 0xd3, 0xfc), 20), f"no sky at the top: {pixel(500, 4)}"
+            stickers = alice.evaluate("state.roomFrame.stickers.filter((s) => !s.image.startsWith('photo:'))")
+            fills = {"sun": (0xfb, 0xbf, 0x24), "star": (0xff, 0xcc, 0x33)}
+            for sticker in stickers:
+                f = sticker["frame"]
+                x, y = f["x"] + f["width"] / 2, f["y"] + f["height"] / 2
+                if sticker["image"] == "star":
+                    y = f["y"] + f["height"] * 0.55      # the star's body, below its centre line
+                colour = pixel(x, y)
+                assert near_colour(colour, fills[sticker["image"]]), f"{sticker['image']} at ({x:.0f}, {y:.0f}): {colour}"
+            shot(alice, "30b-alice-after-the-download")
+        check("Download saves the photo with its stickers as a PNG of the board's size", download_the_photo)
+
         def chat_request_accept_messages_read_marks():
             alice.click(".tabs button[data-view=chats]")
             alice.fill("#new-chat input[name=peer]", "bob")
@@ -479,16 +756,28 @@ def run(system):
             shot(alice, "19c-remove-asks-first")
             alice.click("#room-members .confirm button.no")
             expect(alice.locator("#room-members")).to_contain_text("carol (editor)")
+            # carol's pointer keeps moving over her photo while she is removed: it leaves
+            # alice's page with her, not seconds later.
+            carol.evaluate("""() => { const board = document.getElementById('board'); let i = 0;
+                window.wiggle = setInterval(() => { const r = board.getBoundingClientRect(); i += 1;
+                    board.dispatchEvent(new PointerEvent('pointermove', { bubbles: true,
+                        clientX: r.left + 200 + (i % 10) * 8, clientY: r.top + 150 })); }, 100); }""")
+            carols = alice.locator('.cursor[data-user="carol"]')
+            expect(carols.locator(".name")).to_be_visible()
             alice.click("#room-members button[title='remove carol']")
             alice.click("#room-members .confirm button.yes")
             expect(alice.locator("#room-members")).not_to_contain_text("carol")
+            expect(carols).to_have_count(0, timeout=2_000)
+            alice.wait_for_timeout(1_000)
+            expect(carols).to_have_count(0)
+            carol.evaluate("clearInterval(window.wiggle)")
             expect(carol.locator("#room-notice")).to_contain_text("no longer a member")
             # carol shares nothing else with alice: alice leaves her Online list.
             expect(carol.locator("#presence")).not_to_contain_text("alice")
             moved = alice.locator("#board").bounding_box()["y"] - board_top
             assert abs(moved) < 1, f"alice's board moved {moved} px when carol left"
             shot(carol, "19d-carol-removed-sees-only-herself-online")
-        check("removing a member asks first; the removed one stops seeing the owner online", removing_asks_first_and_the_removed_stop_seeing_the_owner)
+        check("removing a member asks first; the removed one's pointer and presence go", removing_asks_first_and_the_removed_stop_seeing_the_owner)
 
         def removed_member_loses_the_board():
             alice.click(".tabs button[data-view=rooms]")
