@@ -319,28 +319,34 @@ function drawMembers(frame) {
       role.addEventListener("change", () =>
         sendWithRef({ type: "member", room: state.room, op: "role", member: m.userId, role: role.value }, { label: `make ${m.userId} ${role.value}` }));
       span.append(role);
-      // Removing someone is asked twice: "Remove", then "Remove bob? Yes / No".
+      // Removing someone is asked twice: "Remove", then, over the board where nothing
+      // cuts it off, "Remove bob from this room? Yes, remove / No".
       const remove = document.createElement("button");
       remove.textContent = "Remove";
       remove.title = `remove ${m.userId}`;
       remove.className = "remove";
-      remove.addEventListener("click", () => {
-        const ask = document.createElement("span");
-        ask.className = "confirm";
-        ask.append(`Remove ${m.userId}? `);
-        const yes = document.createElement("button"), no = document.createElement("button");
-        yes.textContent = "Yes"; yes.className = "yes";
-        no.textContent = "No"; no.className = "no";
-        yes.addEventListener("click", () =>
-          sendWithRef({ type: "member", room: state.room, op: "remove", member: m.userId }, { label: `remove ${m.userId}` }));
-        no.addEventListener("click", () => drawMembers(state.roomFrame));
-        ask.append(yes, " ", no);
-        remove.replaceWith(ask);
-      });
+      remove.addEventListener("click", () => askToRemove(m.userId));
       span.append(remove);
     }
     box.append(span, " ");
   }
+}
+
+/// "Remove `user` from this room?" with Yes and No, over the top of the board.
+function askToRemove(user) {
+  const ask = $("room-confirm");
+  ask.replaceChildren(`Remove ${user} from this room? `);
+  const yes = document.createElement("button"), no = document.createElement("button");
+  yes.textContent = "Yes, remove"; yes.className = "yes";
+  no.textContent = "No"; no.className = "no";
+  yes.addEventListener("click", () => {
+    ask.hidden = true;
+    sendWithRef({ type: "member", room: state.room, op: "remove", member: user }, { label: `remove ${user}` });
+  });
+  no.addEventListener("click", () => { ask.hidden = true; });
+  ask.append(yes, " ", no);
+  ask.hidden = false;
+  yes.focus();
 }
 
 $("invite").addEventListener("submit", (event) => {
