@@ -69,25 +69,26 @@ public enum PageFrame: Sendable, Equatable {
         }
     }
 
-    /// The frame `bytes` hold, or why not.
-    public static func decode(_ bytes: some Collection<UInt8>) -> Result<PageFrame, Problem> {
+    /// The frame `bytes` hold; throws why not (the package's one convention: a decoder
+    /// throws its typed error).
+    public static func decode(_ bytes: some Collection<UInt8>) throws(Problem) -> PageFrame {
         if bytes.count > maxBytes {
-            return .failure(Problem(.frameTooLarge, "the frame is \(bytes.count) bytes; the limit is \(maxBytes)"))
+            throw Problem(.frameTooLarge, "the frame is \(bytes.count) bytes; the limit is \(maxBytes)")
         }
         let reader: PayloadReader
         do throws(DecodeFailure) {
             reader = try PayloadReader.read(bytes, idSource: .field("ref"))
         } catch {
-            return .failure(Problem(.invalidFrame, error.rejection.message, ref: error.id.isEmpty ? nil : error.id))
+            throw Problem(.invalidFrame, error.rejection.message, ref: error.id.isEmpty ? nil : error.id)
         }
         let ref = reader.id.isEmpty ? nil : reader.id
         if let type = reader.object["type"]?.stringValue, !types.contains(type) {
-            return .failure(Problem(.unknownType, "unknown frame type \(type.debugDescription): expected one of \(types.joined(separator: ", "))", ref: ref))
+            throw Problem(.unknownType, "unknown frame type \(type.debugDescription): expected one of \(types.joined(separator: ", "))", ref: ref)
         }
         do throws(Rejection) {
-            return .success(try decode(reader))
+            return try decode(reader)
         } catch {
-            return .failure(Problem(.invalidFrame, error.message, ref: ref))
+            throw Problem(.invalidFrame, error.message, ref: ref)
         }
     }
 

@@ -122,7 +122,7 @@ actor Tab {
     /// Carries out one message read at `readAt`: decoded, counted, and handed to the
     /// client (an edit's time from `readAt` to the client's queue is measured).
     func handle(_ bytes: [UInt8], readAt: ContinuousClock.Instant) async {
-        let decoded = PageFrame.decode(bytes)
+        let decoded = Result { () throws(PageFrame.Problem) in try PageFrame.decode(bytes) }
         metrics.frameReceived((try? decoded.get())?.type ?? "invalid")
         switch decoded {
         case .failure(let problem):
@@ -220,7 +220,11 @@ actor Tab {
         }
         undosWaiting += 1
         let session = session
-        Task { [weak self] in
+        // In the order the page sent them: tasks started one after another may reach the
+        // client in any order, and the stack's top must go to the first undo asked for.
+        let previous = lastUndo
+        lastUndo = Task { [weak self] in
+            await previous?.value
             let client = session.client
             var frame: JSON
             do {
@@ -243,6 +247,9 @@ actor Tab {
             await session.undoChanged(in: room)
         }
     }
+
+    /// The newest undo or redo under way: the next one waits for it.
+    private var lastUndo: Task<Void, Never>?
 
     private func undoFinished(_ frame: JSON) {
         undosWaiting -= 1

@@ -308,13 +308,13 @@ import TestSupport
                         // One undo takes back the whole drag, and it can be redone.
                         mark = aliceFrames.get().count
                         try await send(#"{"type":"undo","ref":"z1","room":"\#(roomId)"}"#)
-                        #expect(try await undoResult("z1")["status"]?.stringValue == "accepted")
+                        do { let r = try await undoResult("z1"); #expect(r["status"]?.stringValue == "accepted", "\(r)") }
                         _ = try await room(in: aliceFrames, from: mark, s1At: 10)
                         _ = try await Self.frame(in: aliceFrames, from: mark) { $0["type"]?.stringValue == "room" && $0["canRedo"] == .bool(true) }
                         // Redo: it is where the drag ended again.
                         mark = aliceFrames.get().count
                         try await send(#"{"type":"redo","ref":"y1","room":"\#(roomId)"}"#)
-                        #expect(try await undoResult("y1")["status"]?.stringValue == "accepted")
+                        do { let r = try await undoResult("y1"); #expect(r["status"]?.stringValue == "accepted", "\(r)") }
                         _ = try await room(in: aliceFrames, from: mark, s1At: 300)
 
                         // The history: newest first, with who did what.
@@ -370,14 +370,14 @@ import TestSupport
                                 try await send(#"{"type":"undo","ref":"z3","room":"\#(roomId)"}"#)
                                 try await send(#"{"type":"undo","ref":"z4","room":"\#(roomId)"}"#)
                                 try await send(#"{"type":"undo","ref":"z5","room":"\#(roomId)"}"#)
-                                #expect(try await undoResult("z3")["status"]?.stringValue == "accepted")
-                                #expect(try await undoResult("z4")["status"]?.stringValue == "accepted")
-                                #expect(try await undoResult("z5")["status"]?.stringValue == "nothing")
+                                do { let r = try await undoResult("z3"); #expect(r["status"]?.stringValue == "accepted", "\(r)") }
+                                do { let r = try await undoResult("z4"); #expect(r["status"]?.stringValue == "accepted", "\(r)") }
+                                do { let r = try await undoResult("z5"); #expect(r["status"]?.stringValue == "nothing", "\(r)") }
                                 // ...and back: the create again (under a new id), then the drag.
                                 try await send(#"{"type":"redo","ref":"y2","room":"\#(roomId)"}"#)
                                 try await send(#"{"type":"redo","ref":"y3","room":"\#(roomId)"}"#)
-                                #expect(try await undoResult("y2")["status"]?.stringValue == "accepted")
-                                #expect(try await undoResult("y3")["status"]?.stringValue == "accepted")
+                                do { let r = try await undoResult("y2"); #expect(r["status"]?.stringValue == "accepted", "\(r)") }
+                                do { let r = try await undoResult("y3"); #expect(r["status"]?.stringValue == "accepted", "\(r)") }
                                 _ = try await Self.frame(in: aliceFrames, from: beforeUndos) { frame in
                                     guard frame["type"]?.stringValue == "room", case .array(let stickers)? = frame["stickers"] else { return false }
                                     return stickers.contains { $0["id"]?.stringValue?.hasPrefix("s1-") == true && $0["frame"]?["x"]?.doubleValue == 300 }
