@@ -59,25 +59,30 @@ public actor DMAgent {
 
     /// Returns false on `quit`.
     private func handle(line: String) async -> Bool {
-        switch DMInput.parse(line) {
-        case .failure(let error):
+        let parsed: DMInput
+        do throws(InputError) {
+            parsed = try DMInput.parse(line)
+        } catch {
             badLines += 1
             console.error(error.message)
-        case .success(.nothing):
+            return true
+        }
+        switch parsed {
+        case .nothing:
             break
-        case .success(.help):
+        case .help:
             console.line(DMInput.helpText)
-        case .success(.quit):
+        case .quit:
             return false
-        case .success(.list):
+        case .list:
             list()
-        case .success(.show(let peer)):
+        case .show(let peer):
             if console.json {
                 if let c = book.conversations[peer] { console.object(c.json.typed("conversation")) } else { console.error("no conversation with \(peer)", code: "not_found") }
             } else {
                 console.line(book.conversationText(peer: peer))
             }
-        case .success(.command(let kind, let peer, let text)):
+        case .command(let kind, let peer, let text):
             let command = DMCommand(commandId: await client.nextId(), type: kind, peer: peer, timestamp: WallClock.now(), text: text)
             await client.post(command, label: kind == .message ? "send \(peer)" : "\(kind.rawValue) \(peer)")
         }

@@ -24,15 +24,8 @@ public enum DMInput: Sendable, Equatable {
         quit                  finish (waits for receipts) and exit
         """
 
-    public static func parse(_ line: String) -> Result<DMInput, InputError> {
-        do throws(InputError) {
-            return .success(try parseThrowing(line))
-        } catch {
-            return .failure(error)
-        }
-    }
-
-    static func parseThrowing(_ line: String) throws(InputError) -> DMInput {
+    /// One line typed or piped to the agent; throws what is wrong with it.
+    public static func parse(_ line: String) throws(InputError) -> DMInput {
         let input = InputLine(line)
         guard let verb = input.verb else { return .nothing }
         func peerOnly(_ kind: DMCommand.Kind, _ usage: String) throws(InputError) -> DMInput {

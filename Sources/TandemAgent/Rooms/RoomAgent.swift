@@ -88,13 +88,12 @@ public actor RoomAgent {
 
     private func handle(line: String) async -> Bool {
         let parsed: RoomInput
-        switch RoomInput.parse(line) {
-        case .failure(let error):
+        do throws(InputError) {
+            parsed = try RoomInput.parse(line)
+        } catch {
             badLines += 1
             console.error(error.message)
             return true
-        case .success(let input):
-            parsed = input
         }
         switch parsed {
         case .nothing: return true

@@ -48,15 +48,8 @@ public enum RoomInput: Sendable, Equatable {
         quit                      finish (waits for receipts) and exit
         """
 
-    public static func parse(_ line: String) -> Result<RoomInput, InputError> {
-        do throws(InputError) {
-            return .success(try parseThrowing(line))
-        } catch {
-            return .failure(error)
-        }
-    }
-
-    static func parseThrowing(_ line: String) throws(InputError) -> RoomInput {
+    /// One line typed or piped to the agent; throws what is wrong with it.
+    public static func parse(_ line: String) throws(InputError) -> RoomInput {
         let input = InputLine(line)
         guard let verb = input.verb else { return .nothing }
         func idOnly(_ usage: String) throws(InputError) -> String {
