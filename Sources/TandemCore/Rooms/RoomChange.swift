@@ -66,40 +66,24 @@ public struct RoomChange: Sendable, Equatable {
     /// a membership change adds `"member","role"`, with `stickerId` and `sticker` null;
     /// a restore adds `"restoredFrom","stickers"`, with `stickerId` and `sticker` null.
     public func json() -> JSON {
+        let namesSticker = !type.isMembership && type != .restore
+        var members: [JSON.Member] = [
+            .init("version", .int(version)),
+            .init("eventId", JSON(eventId)),
+            .init("userId", JSON(userId)),
+            .init("type", .string(type.rawValue)),
+            .init("stickerId", namesSticker ? .string(stickerId) : .null),
+            .init("sticker", namesSticker ? sticker?.json() ?? .null : .null),
+        ]
         if type == .restore {
-            return .object([
-                .init("version", .int(version)),
-                .init("eventId", JSON(eventId)),
-                .init("userId", JSON(userId)),
-                .init("type", .string(type.rawValue)),
-                .init("stickerId", .null),
-                .init("sticker", .null),
-                .init("restoredFrom", restoredFrom.map(JSON.int) ?? .null),
-                .init("stickers", .array((stickers ?? []).map { $0.json() })),
-            ])
-        }
-        if type.isMembership {
-            var members: [JSON.Member] = [
-                .init("version", .int(version)),
-                .init("eventId", JSON(eventId)),
-                .init("userId", JSON(userId)),
-                .init("type", .string(type.rawValue)),
-                .init("stickerId", .null),
-                .init("sticker", .null),
-                .init("member", JSON(member)),
-                .init("role", JSON(role?.rawValue)),
-            ]
+            members.append(.init("restoredFrom", restoredFrom.map(JSON.int) ?? .null))
+            members.append(.init("stickers", .array((stickers ?? []).map { $0.json() })))
+        } else if type.isMembership {
+            members.append(.init("member", JSON(member)))
+            members.append(.init("role", JSON(role?.rawValue)))
             if let newOwner { members.append(.init("owner", .string(newOwner))) }
-            return .object(members)
         }
-        return .obj([
-            "version": .int(version),
-            "eventId": JSON(eventId),
-            "userId": JSON(userId),
-            "type": .string(type.rawValue),
-            "stickerId": .string(stickerId),
-            "sticker": sticker?.json() ?? .null,
-        ])
+        return .object(members)
     }
 
     /// Reads a change the coordinator wrote.
