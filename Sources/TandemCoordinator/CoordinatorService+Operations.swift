@@ -79,7 +79,7 @@ extension CoordinatorService {
         switch try StoreLocation(location) {
         case .sqlite(let path):
             guard FileManager.default.fileExists(atPath: path) else {
-                throw CheckError(message: "no database at \(path)")
+                throw CoordinatorError("no database at \(path)")
             }
             return try SQLiteStore.open(path: path)
         case .postgres(let url):
@@ -87,7 +87,7 @@ extension CoordinatorService {
             return try await PostgresStore.openReader(url: url, logger: logger)
             #else
             _ = url
-            throw CheckError(message: StoreLocation.noPostgresInThisBuild)
+            throw CoordinatorError(StoreLocation.noPostgresInThisBuild)
             #endif
         }
     }
@@ -98,13 +98,13 @@ extension CoordinatorService {
     /// database as of one commit. Returns the check of the copy.
     public static func backupDatabase(at location: String, to destination: String) async throws -> CheckReport {
         if case .postgres = try StoreLocation(location) {
-            throw CheckError(message: "--backup copies a SQLite file; back a PostgreSQL database up with its own tools (pg_dump, or base backups with WAL archiving: docs/OPERATIONS.md)")
+            throw CoordinatorError("--backup copies a SQLite file; back a PostgreSQL database up with its own tools (pg_dump, or base backups with WAL archiving: docs/OPERATIONS.md)")
         }
         guard FileManager.default.fileExists(atPath: location) else {
-            throw CheckError(message: "no database at \(location)")
+            throw CoordinatorError("no database at \(location)")
         }
         guard !FileManager.default.fileExists(atPath: destination) else {
-            throw CheckError(message: "\(destination) already exists: a backup never overwrites a file; name a new one")
+            throw CoordinatorError("\(destination) already exists: a backup never overwrites a file; name a new one")
         }
         let store = try SQLiteStore.open(path: location)
         do {
@@ -115,10 +115,5 @@ extension CoordinatorService {
             throw error
         }
         return try await checkDatabase(at: destination)
-    }
-
-    struct CheckError: Error, CustomStringConvertible {
-        var message: String
-        var description: String { message }
     }
 }

@@ -64,7 +64,7 @@ public final class CoordinatorService: Service {
             }
             #else
             _ = url
-            throw StoreLocation.Unsupported()
+            throw CoordinatorError(StoreLocation.noPostgresInThisBuild)
             #endif
         }
     }

@@ -90,10 +90,6 @@ final class HTTPListener: Sendable {
         var body: [UInt8]
     }
 
-    struct BindError: Error, CustomStringConvertible {
-        let description: String
-    }
-
     let port: Int
     static let maxConnections = 16
     static let maxHead = 8192
@@ -115,17 +111,17 @@ final class HTTPListener: Sendable {
         var found: UnsafeMutablePointer<addrinfo>?
         let lookup = getaddrinfo(host, String(port), &hints, &found)
         guard lookup == 0, let first = found else {
-            throw BindError(description: "cannot resolve \(host): \(String(cString: gai_strerror(lookup)))")
+            throw CoordinatorError("cannot resolve \(host): \(String(cString: gai_strerror(lookup)))")
         }
         defer { freeaddrinfo(found) }
         let fd = makeSocket(first.pointee.ai_family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw BindError(description: "socket: \(String(cString: strerror(errno)))") }
+        guard fd >= 0 else { throw CoordinatorError("socket: \(String(cString: strerror(errno)))") }
         var one: Int32 = 1
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
         guard bindSocket(fd, first.pointee.ai_addr, first.pointee.ai_addrlen) == 0, listen(fd, 64) == 0 else {
             let reason = String(cString: strerror(errno))
             closeDescriptor(fd)
-            throw BindError(description: "cannot listen on \(host):\(port): \(reason)")
+            throw CoordinatorError("cannot listen on \(host):\(port): \(reason)")
         }
         var address = sockaddr_storage()
         var length = socklen_t(MemoryLayout<sockaddr_storage>.size)

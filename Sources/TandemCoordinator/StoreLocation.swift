@@ -39,8 +39,4 @@ public enum StoreLocation: Sendable, Equatable, CustomStringConvertible {
     public static let noPostgresInThisBuild = "this tandem-coordinator was built without PostgreSQL (scripts/run leaves it out for a SQLite file); build it with `swift build -c release --product tandem-coordinator`, whose default traits include it"
 
     /// A `postgres://` database given to a build without PostgreSQL.
-    public struct Unsupported: Error, CustomStringConvertible {
-        public init() {}
-        public var description: String { StoreLocation.noPostgresInThisBuild }
-    }
 }

@@ -120,4 +120,60 @@ import TestSupport
             await close()
         }
     }
+
+    /// PostgreSQL, two coordinators: the leader is killed with its history written; the
+    /// standby that takes over answers the same history and restores a version the dead
+    /// leader made (the new leader's first change of the room writes a checkpoint of it
+    /// as it was, so its versions go on being restorable).
+    @Test(.timeLimit(.minutes(2)))
+    func historyAndRestoreSurviveAFailover() async throws {
+        let url = try await PostgresServer.suiteServer().freshDatabase()
+        try await withBroker(.shipped) { broker in
+            let cluster = try await CoordinatorCluster.start(
+                broker: broker, databaseURL: url, instances: ["c1", "c2"], arguments: ["--leader-lease-seconds", "2"])
+            let alice = try await TestPeer.connect(broker: broker, user: "alice")
+            let bob = try await TestPeer.connect(broker: broker, user: "bob")
+            func close() async {
+                for peer in [alice, bob] { await peer.close() }
+                _ = await cluster.stopAll()
+            }
+            do {
+                let room = "hist-failover"
+                try await alice.invite(room: room, ["bob"])  // 1
+                for edit: JSON in [
+                    .edit("f1", "create", sticker: "s1", image: "star.png", frame: (10, 20, 100, 50)),  // 2
+                    .edit("f2", "create", sticker: "s2", image: "moon.png", frame: (200, 20, 80, 80)),  // 3
+                    .edit("f3", "delete", sticker: "s1"),  // 4
+                ] {
+                    try await alice.edit(room: room, edit)
+                    #expect(try await alice.receipt(try #require(edit["eventId"]?.stringValue))["status"] == "accepted")
+                }
+                let leader = try #require(cluster.leader)
+                await cluster.kill(leader.instance)
+                let next = try await cluster.waitForLeader(after: leader.term, timeout: .seconds(10))
+                #expect(next.instance != leader.instance)
+
+                let answer = try await history(bob, room, id: "hf1")
+                #expect(answer["version"] == .int(4))
+                #expect(answer["oldest"] == .int(1))
+                #expect(entries(answer).map { $0["version"]?.int64Value } == [4, 3, 2, 1])
+                try await bob.edit(room: room, restore("bf-restore", to: 3))
+                let restored = try await bob.receipt("bf-restore", timeout: .seconds(20))
+                #expect(restored["status"] == "accepted")
+                #expect(restored["version"] == .int(5))
+                #expect(stickerIds(try await alice.roomState(room, version: 5)) == ["s1", "s2"])
+                // Versions the new leader made are restorable too.
+                try await alice.edit(room: room, .edit("f4", "delete", sticker: "s2"))  // 6
+                #expect(try await alice.receipt("f4")["version"] == .int(6))
+                try await alice.edit(room: room, restore("af-restore", to: 5))
+                #expect(try await alice.receipt("af-restore")["version"] == .int(7))
+                #expect(stickerIds(try await bob.roomState(room, version: 7)) == ["s1", "s2"])
+            } catch {
+                for instance in ["c1", "c2"] { Issue.record("\(instance):\n\(cluster.currentLog(instance).suffix(3000))") }
+                await close()
+                throw error
+            }
+            await close()
+        }
+    }
 }
