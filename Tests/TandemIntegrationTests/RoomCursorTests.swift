@@ -65,7 +65,9 @@ import TestSupport
             try alice.cursor("board", x: 3, y: 3)
             try await alice.waitUntilHeard(marker: try bob.presenceMarker(), from: bob)
             try await bob.waitUntilHeard(marker: try alice.presenceMarker(), from: alice)
-            #expect(ContinuousClock.now - removed < .seconds(1))
+            // Withheld from the first cursors after the removal's receipt: that is the proof;
+            // the time is printed, never asserted (a loaded machine only makes it slower).
+            print("cursor removal: both directions proven withheld \(ContinuousClock.now - removed) after the receipt")
             #expect(!alice.all(on: cursorTopic("board", "bob")).contains { $0["x"]?.doubleValue == 2 }, "the removed member's cursor was delivered")
             #expect(bob.all(on: cursorTopic("board", "alice")).isEmpty, "the removed member received a cursor")
             #expect(alice.all(on: cursorTopic("board", "alice")).contains { $0["x"]?.doubleValue == 3 })
@@ -74,8 +76,8 @@ import TestSupport
             expectAccepted(try await f.alice.receipt("i2"), version: 3)
             try carol.cursor("board", x: 4, y: 4)
             try alice.cursor("board", x: 5, y: 5)
-            try await alice.waitFor(cursorTopic("board", "carol"), timeout: .seconds(1)) { $0["x"]?.doubleValue == 4 }
-            try await carol.waitFor(cursorTopic("board", "alice"), timeout: .seconds(1)) { $0["x"]?.doubleValue == 5 }
+            try await alice.waitFor(cursorTopic("board", "carol")) { $0["x"]?.doubleValue == 4 }
+            try await carol.waitFor(cursorTopic("board", "alice")) { $0["x"]?.doubleValue == 5 }
             #expect(alice.client.isConnected && bob.client.isConnected && carol.client.isConnected)
         }
     }
