@@ -168,10 +168,13 @@ extension TandemClient {
         post(event, in: room, label: label, undoable: true)
     }
 
-    /// ``post(_:in:label:)``; `undoable: false` for an undo's or redo's own events, which
-    /// move entries between the stacks themselves.
+    /// ``post(_:in:label:)``, saying whether the edit goes on the undo stack. `false` for
+    /// an edit that continues one already there: a drag sends an update every 50 ms, and
+    /// only its first should be recorded (with the look before the drag), so that one
+    /// undo takes the whole gesture back and its redo goes to where it ended. The edit is
+    /// shown, sent, resent and waited for like any other (an undo waits for its receipt).
     @discardableResult
-    func post(_ event: EditEvent, in room: String, label: String?, undoable: Bool) -> Outgoing {
+    public func post(_ event: EditEvent, in room: String, label: String? = nil, undoable: Bool) -> Outgoing {
         if rooms[room] != nil {
             if undoable, event.type.namesSticker {
                 undoHistories[room, default: UndoHistory()].sent(event, shown: rooms[room]!.replica.visibleSticker(event.stickerId))

@@ -135,21 +135,11 @@ actor Tab {
             let client = session.client
             let event = EditEvent(eventId: await client.nextId(), type: type, stickerId: sticker, timestamp: WallClock.now(), image: image, frame: frame)
             refs[event.eventId] = ref
-            if continues {
-                // A drag's later updates go out as they are (resent until their receipts,
-                // which come back under the page's ref), not onto the person's undo stack:
-                // TandemClient records every update, and a drag sends twenty a second, so
-                // one Ctrl+Z would take back only its last 50 ms. The drag's first update
-                // is on the stack with the look before the drag: undoing it puts the
-                // sticker back where the drag began, and the redo goes to where it ended
-                // (UndoHistory keeps what an undo replaced). The page shows the drag
-                // itself meanwhile; the room shows each update once it is applied.
-                await client.post(
-                    id: event.eventId, topic: client.topics.roomEvents(room: room, user: session.user),
-                    payload: event.json().serialized(), label: "update \(sticker) (drag)")
-            } else {
-                await client.post(event, in: room)
-            }
+            // A drag's later updates stay off the person's undo stack (a drag sends twenty
+            // a second): its first update is on it with the look before the drag, so one
+            // Ctrl+Z puts the sticker back where the drag began, and the redo goes to where
+            // it ended (UndoHistory keeps what an undo replaced).
+            await client.post(event, in: room, label: continues ? "update \(sticker) (drag)" : nil, undoable: !continues)
             metrics.frameToPublish.record(ContinuousClock.now - readAt)
         case .success(.member(let ref, let room, let type, let member, let role)):
             let client = session.client
