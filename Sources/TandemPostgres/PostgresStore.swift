@@ -606,7 +606,7 @@ public actor PostgresStore: CoordinatorStore {
         let entries = try await rows(
             "\(Self.selectHistoryRow) WHERE room_id = $1 AND version < $2 ORDER BY version DESC LIMIT $3",
             binds(room, before ?? .max, Int64(limit)), "read the history of room \(room)", Self.historyRow)
-        return RoomHistoryPage(version: version, oldest: max(1, oldest ?? version), entries: entries)
+        return RoomHistoryPage(version: version, oldestCheckpoint: oldest ?? version, entries: entries)
     }
 
     public func roomStickers(room: String, at version: Int64) async throws -> [Sticker]? {

@@ -519,7 +519,7 @@ public actor SQLiteStore {
             let entries = try connection.query(
                 "\(RoomHistorySchema.selectRow) WHERE room_id = ?1 AND version < ?2 ORDER BY version DESC LIMIT ?3",
                 [.text(room), .integer(before ?? .max), .integer(Int64(limit))], Self.historyRow)
-            return RoomHistoryPage(version: version, oldest: max(1, oldest ?? version), entries: entries)
+            return RoomHistoryPage(version: version, oldestCheckpoint: oldest ?? version, entries: entries)
         }
     }
 

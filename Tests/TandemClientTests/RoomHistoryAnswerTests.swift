@@ -10,7 +10,7 @@ import TandemCore
             RoomHistoryRow(roomId: "r", version: 2, eventId: nil, userId: nil, type: .expire, stickerId: "s1", timestamp: 20, loggedAt: 21),
             RoomHistoryRow(roomId: "r", version: 1, eventId: "e1", userId: "alice", type: .invite, stickerId: nil, timestamp: 10, loggedAt: 11),
         ]
-        let json = RoomHistory.response(requestId: "q1", roomId: "r", epoch: "ep", page: RoomHistoryPage(version: 4, oldest: 1, entries: rows))
+        let json = RoomHistory.response(requestId: "q1", roomId: "r", epoch: "ep", page: RoomHistoryPage(version: 4, oldestCheckpoint: 1, entries: rows))
         let answer = try RoomHistoryAnswer(json: try JSON.parse(json.serialized()))
         #expect(answer.roomId == "r" && answer.epoch == "ep" && answer.version == 4 && answer.oldest == 1)
         #expect(answer.entries == [

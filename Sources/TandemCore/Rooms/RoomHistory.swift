@@ -158,14 +158,17 @@ public struct RoomCheckpointRow: Sendable, Equatable {
 public struct RoomHistoryPage: Sendable, Equatable {
     /// The room's version (as committed).
     public var version: Int64
-    /// The oldest version a restore can still reach (its oldest checkpoint).
+    /// The oldest version a restore can still reach: its oldest checkpoint, and at least 1
+    /// (a young room's first checkpoint is its empty state at version 0, which no restore
+    /// may name).
     public var oldest: Int64
     /// Newest first.
     public var entries: [RoomHistoryRow]
 
-    public init(version: Int64, oldest: Int64, entries: [RoomHistoryRow]) {
+    /// `oldestCheckpoint`: the room's oldest checkpoint's version, as the store reads it.
+    public init(version: Int64, oldestCheckpoint: Int64, entries: [RoomHistoryRow]) {
         self.version = version
-        self.oldest = oldest
+        self.oldest = max(1, oldestCheckpoint)
         self.entries = entries
     }
 }
