@@ -37,6 +37,10 @@ public struct CoordinatorConfiguration: Sendable {
     /// PostgreSQL: a leader that has not renewed its lease for this long is replaced
     /// (`--leader-lease-seconds`, default 5).
     public var leaderLeaseMs: Millis = 5_000
+    /// PostgreSQL: a leader whose broker has said nothing for this long gives its
+    /// partitions up, and a standby takes a lease only while it heard the broker within
+    /// it (`--broker-silence-seconds`, default 3; ``BrokerLink``).
+    public var brokerSilenceMs: Millis = 3_000
 
     public init() {}
 }

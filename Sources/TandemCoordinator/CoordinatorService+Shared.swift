@@ -128,7 +128,9 @@ extension CoordinatorService {
         let instance = configuration.instanceId
         let directory = PostgresLease(url: url, instance: instance, leaseMs: leaseMs, logger: logger)
         let leases = (0..<count).map { PostgresLease(url: url, instance: instance, leaseMs: leaseMs, row: .partition($0), logger: logger) }
-        let (announcer, poll, renewEvery) = try startStandingBy(startedAt: startedAt)
+        let (announcer, link, poll, renewEvery) = try startStandingBy(startedAt: startedAt)
+        let probing = Task { await link.run() }
+        defer { probing.cancel() }
         let terms = PartitionTerms()
         func closeLeases() async {
             await directory.close()
@@ -204,7 +206,7 @@ extension CoordinatorService {
                 group.addTask { [self] in
                     let end = await leadFenced(
                         url: url, term: acquired.term, sentAt: sentAt, lease: leases[k], renewEvery: renewEvery, announcer: announcer,
-                        shared: (k, shared))
+                        link: link, shared: (k, shared))
                     let handedOver = terms.state.withLock { $0.handingOver.remove(k) != nil }
                     switch end {
                     case .shutdown:
@@ -233,9 +235,24 @@ extension CoordinatorService {
             // Every poll: say this process is alive, count the live ones, and take or
             // hand over partitions to hold its share.
             var unreachable = false
+            var brokerLost = false
             var lastShare = 0
             while true {
                 if terms.state.withLock({ $0.failure }) != nil { break }
+                // Cut from the broker: no heartbeat (the others stop counting this process
+                // and widen their share) and no partition taken, until it answers again.
+                if !link.mayLead {
+                    if !brokerLost { logger.warning("not sharing partitions while the broker cannot be heard (\(link.reading)); looking again every \(poll)") }
+                    brokerLost = true
+                    do {
+                        try await cancelWhenGracefulShutdown { try await Task.sleep(for: poll) }
+                    } catch {
+                        break
+                    }
+                    continue
+                }
+                if brokerLost { logger.notice("the broker answers again (\(link.reading)): sharing partitions") }
+                brokerLost = false
                 do {
                     let live = try await directory.heartbeat()
                     let share = (count + live - 1) / live

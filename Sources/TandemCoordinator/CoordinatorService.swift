@@ -118,8 +118,12 @@ public final class CoordinatorService: Service {
     private func runOnPostgres(url: PostgresURL, startedAt: Millis) async throws {
         let leaseMs = configuration.leaderLeaseMs
         let lease = PostgresLease(url: url, instance: configuration.instanceId, leaseMs: leaseMs, logger: logger)
-        let (announcer, poll, renewEvery) = try startStandingBy(startedAt: startedAt)
-        defer { Task { await lease.close() } }
+        let (announcer, link, poll, renewEvery) = try startStandingBy(startedAt: startedAt)
+        let probing = Task { await link.run() }
+        defer {
+            probing.cancel()
+            Task { await lease.close() }
+        }
         // After a term that ended without a shutdown: give the lease up if nobody took it
         // yet (the next leader, maybe this process under a new term, need not wait it
         // out), and say so.
@@ -132,12 +136,12 @@ public final class CoordinatorService: Service {
             try await cancelWhenGracefulShutdown { try await self.prepareSchema(lease, database: url.description, poll: poll) }
             while true {
                 let (acquired, sentAt) = try await cancelWhenGracefulShutdown {
-                    try await waitForLease(lease, poll: poll, logger: self.logger)
+                    try await waitForLease(lease, link: link, poll: poll, logger: self.logger)
                 }
                 logger.notice("leader: took the lease, term \(acquired.term) (\(Self.howTaken(acquired.previous, first: "the database's first leader")))",
                               metadata: ["term": "\(acquired.term)"])
                 health.role = .starting
-                let end = await leadFenced(url: url, term: acquired.term, sentAt: sentAt, lease: lease, renewEvery: renewEvery, announcer: announcer)
+                let end = await leadFenced(url: url, term: acquired.term, sentAt: sentAt, lease: lease, renewEvery: renewEvery, announcer: announcer, link: link)
                 switch end {
                 case .shutdown:
                     do {
@@ -171,15 +175,18 @@ public final class CoordinatorService: Service {
         }
     }
 
-    /// A PostgreSQL process starts as a standby: announced, and how often it looks at the
-    /// leases and renews those it holds (a quarter lease; looks at most every 500 ms).
-    func startStandingBy(startedAt: Millis) throws -> (announcer: InstanceAnnouncer, poll: Duration, renewEvery: Duration) {
+    /// A PostgreSQL process starts as a standby: announced, its link to the broker
+    /// watched on the instance connection (the caller runs its probes), and how often it
+    /// looks at the leases and renews those it holds (a quarter lease; looks at most
+    /// every 500 ms).
+    func startStandingBy(startedAt: Millis) throws -> (announcer: InstanceAnnouncer, link: BrokerLink, poll: Duration, renewEvery: Duration) {
         let leaseMs = configuration.leaderLeaseMs
         let announcer = try InstanceAnnouncer(configuration: configuration, topics: topics, startedAt: startedAt, logger: logger)
         announcer.start()
         announcer.announce(.standby)
         health.role = .standby
-        return (announcer, .milliseconds(min(500, max(50, leaseMs / 4))), .milliseconds(max(50, leaseMs / 4)))
+        let link = BrokerLink(client: announcer.client, instanceTopic: announcer.topic, silenceLimit: .milliseconds(configuration.brokerSilenceMs))
+        return (announcer, link, .milliseconds(min(500, max(50, leaseMs / 4))), .milliseconds(max(50, leaseMs / 4)))
     }
 
     /// What the lease row said before this process took it, for the log.
@@ -191,14 +198,18 @@ public final class CoordinatorService: Service {
 
     /// A term under the lease just taken (`lease`'s row, term `term`, the take sent at
     /// `sentAt`): the fence kept renewed beside ``leadTerm(url:fence:announcer:shared:)``
-    /// until either ends; how the term ended.
+    /// until either ends, and lost when the broker falls silent (`link`); how the term ended.
     func leadFenced(
         url: PostgresURL, term: Int64, sentAt: ContinuousClock.Instant, lease: PostgresLease, renewEvery: Duration,
-        announcer: InstanceAnnouncer, shared: (partition: Int, partitions: SharedPartitions)? = nil
+        announcer: InstanceAnnouncer, link: BrokerLink, shared: (partition: Int, partitions: SharedPartitions)? = nil
     ) async -> TermEnd {
         let fence = LeaseFence(term: term, leaseMs: lease.leaseMs, acquireSentAt: sentAt)
         return await withTaskGroup(of: TermEnd?.self) { group -> TermEnd in
             group.addTask { await fence.keep(with: lease, renewEvery: renewEvery, logger: self.logger); return nil }
+            group.addTask {
+                if let quiet = await link.waitForSilence() { fence.lose(.brokerSilent(forMs: quiet.roundedMillis)) }
+                return nil
+            }
             group.addTask { await self.leadTerm(url: url, fence: fence, announcer: announcer, shared: shared) }
             var end = TermEnd.leaseLost(.deadlinePassed(byMs: 0))
             for await result in group {

@@ -166,17 +166,27 @@ extension Duration {
 }
 
 #if PostgreSQL
-/// A standby's wait for the lease: it tries to take it every `poll` and says who leads
-/// whenever that changes. Throws `CancellationError` when cancelled (a shutdown), and
-/// any error that retrying cannot fix (a refused password, a database that does not
-/// exist); a database that cannot be reached is waited for.
+/// A standby's wait for the lease: it tries to take it every `poll` while it hears the
+/// broker (`link`: a leader nobody can reach is no leader) and says who leads whenever
+/// that changes. Throws `CancellationError` when cancelled (a shutdown), and any error
+/// that retrying cannot fix (a refused password, a database that does not exist); a
+/// database that cannot be reached is waited for.
 func waitForLease(
-    _ lease: PostgresLease, poll: Duration, logger: Logger
+    _ lease: PostgresLease, link: BrokerLink, poll: Duration, logger: Logger
 ) async throws -> (acquired: PostgresLease.Acquired, sentAt: ContinuousClock.Instant) {
     var lastSeen: PostgresLease.Holder?
     var unreachable = false
+    var brokerLost = false
     while true {
         try Task.checkCancellation()
+        guard link.mayLead else {
+            if !brokerLost { logger.warning("standby: not taking the lease while the broker cannot be heard (\(link.reading)); looking again every \(poll)") }
+            brokerLost = true
+            try await Task.sleep(for: poll)
+            continue
+        }
+        if brokerLost { logger.notice("standby: the broker answers again (\(link.reading)); ready to lead") }
+        brokerLost = false
         let sent = ContinuousClock.now
         do {
             if let acquired = try await lease.tryAcquire() { return (acquired, sent) }

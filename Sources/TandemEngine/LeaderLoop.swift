@@ -289,6 +289,9 @@ public enum LeaseLoss: Equatable, Sendable, CustomStringConvertible {
     case takenOver(term: Int64?, instance: String?)
     /// The database refused a commit under this term (its fence).
     case commitRefused(String)
+    /// The broker said nothing for this long (`--broker-silence-seconds` or more): this
+    /// process cannot reach it, so it answers nobody; a standby that can takes over.
+    case brokerSilent(forMs: Millis)
 
     public var description: String {
         switch self {
@@ -300,6 +303,8 @@ public enum LeaseLoss: Equatable, Sendable, CustomStringConvertible {
             "the database's lease now names another term (another coordinator took over)"
         case .commitRefused(let message):
             "the database refused a commit under this term: \(message)"
+        case .brokerSilent(let ms):
+            "the broker has not answered for \(ms) ms (this process cannot reach it; a standby that can takes over)"
         }
     }
 }

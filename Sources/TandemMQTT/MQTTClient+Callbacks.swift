@@ -23,6 +23,11 @@ extension ClientCore {
             let codes = (0..<Int(count)).map { granted![$0] }
             ClientCore.from(context).didSubscribe(mid: mid, granted: codes)
         }
+        // Only ``ClientCore/probe(_:)`` and a finished subscription unsubscribe: either
+        // way, the broker answered.
+        mosquitto_unsubscribe_v5_callback_set(mosq) { _, context, _, _ in
+            ClientCore.from(context).heard()
+        }
         mosquitto_message_v5_callback_set(mosq) { _, context, message, _ in
             guard let m = message?.pointee else { return }
             // libmosquitto frees the message when this returns: copy it out now.
@@ -62,6 +67,7 @@ extension ClientCore {
             eventsContinuation.yield(.disconnected(reason: error.message))
             return
         }
+        heard()
         let sessionPresent = flags & 1 == 1
         let ready: Bool = state.withLock { s in
             s.connected = true
@@ -101,6 +107,7 @@ extension ClientCore {
     }
 
     func didPublish(mid: Int32, reason: Int32) {
+        heard()
         let pending = state.withLock { s -> CheckedContinuation<Void, any Error>? in
             guard let p = s.publishes.removeValue(forKey: mid) else { return nil }
             s.publishTokens.removeValue(forKey: p.token)
@@ -115,6 +122,7 @@ extension ClientCore {
     }
 
     func didSubscribe(mid: Int32, granted: [Int32]) {
+        heard()
         let (waiter, filters, nowReady, sessionPresent) = state.withLock { s -> (SubscribeWaiter?, [String], Bool, Bool) in
             let waiter = s.subscribeAcks.removeValue(forKey: mid)
             let wasRestoring = s.restoringMids.remove(mid) != nil
@@ -139,6 +147,7 @@ extension ClientCore {
     /// this lock (``removeSubscription(_:)``). Yielding under the lock deadlocked the two
     /// (seen once in a full test run: a TestPeer's close hung with a message arriving).
     func deliver(_ message: MQTTMessage) {
+        heard()
         // One array, built in one pass: this runs for every inbound message.
         let targets = state.withLock { s in
             var targets: [SubscriptionEntry] = []

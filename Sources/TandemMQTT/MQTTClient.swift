@@ -105,6 +105,21 @@ public final class MQTTClient: Sendable {
         await core.shutdown()
     }
 
+    /// When this connection last heard from the broker (a CONNACK, an acknowledgement,
+    /// a message; nil before the first CONNACK), on the monotonic clock. A connection
+    /// whose TCP link was cut silently still counts as connected until libmosquitto's
+    /// keepalive gives up (at least 1.5 keepalives); this says how long it has been quiet.
+    public var lastHeardFromBroker: ContinuousClock.Instant? { core.lastHeard }
+
+    /// Asks the broker for an answer that changes nothing: an UNSUBSCRIBE of `filter`
+    /// (a filter this client never subscribed to), whose UNSUBACK moves
+    /// ``lastHeardFromBroker``. Returns at once; does nothing without a connection.
+    /// For a watcher that must tell a live broker from a silent link within seconds,
+    /// faster than keepalive (libmosquitto allows no keepalive under 5 s).
+    public func probe(_ filter: String) {
+        core.probe(filter)
+    }
+
     /// Cuts the connection at once, from any thread: the socket is shut down without a
     /// DISCONNECT (the broker publishes the will), nothing queued is sent, and the
     /// client never connects again. For a coordinator whose leader lease ran out.
@@ -136,6 +151,10 @@ final class ClientCore: @unchecked Sendable {
     let wakeFD: Int32
     let wakePending = Atomic<Bool>(false)
     let loopFinished = DispatchSemaphore(value: 0)
+    /// Nanoseconds from ``ClientCore/clockBase`` to the last packet heard from the broker
+    /// (0: none yet). Written by the thread that reads the socket.
+    let lastHeardNs = Atomic<Int64>(0)
+    static let clockBase = ContinuousClock.now
     /// The loop that drives the connected socket; nil: ``runLoop()`` polls it itself.
     let loop: PollLoop?
     /// Signalled by the loop when it lets go of the socket (``loopFailed(_:)``).
@@ -262,6 +281,25 @@ final class ClientCore: @unchecked Sendable {
     }
 
     var isConnected: Bool { state.withLock { $0.connected } }
+
+    /// Notes that the broker was heard from just now (callbacks, on the reading thread).
+    func heard() {
+        let since = ContinuousClock.now - Self.clockBase
+        lastHeardNs.store(max(1, since.components.seconds * 1_000_000_000 + since.components.attoseconds / 1_000_000_000), ordering: .relaxed)
+    }
+
+    var lastHeard: ContinuousClock.Instant? {
+        let ns = lastHeardNs.load(ordering: .relaxed)
+        return ns == 0 ? nil : Self.clockBase + .nanoseconds(ns)
+    }
+
+    func probe(_ filter: String) {
+        state.withLock { s in
+            guard s.connected, closedReason(&s) == nil else { return }
+            _ = mosquitto_unsubscribe_v5(mosq, nil, filter, nil)
+            kick()
+        }
+    }
 
     // MARK: The gate
 

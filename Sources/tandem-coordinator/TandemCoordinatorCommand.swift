@@ -41,6 +41,9 @@ struct TandemCoordinatorCommand: AsyncParsableCommand {
     @Option(help: Self.leaderLeaseSeconds.help("PostgreSQL: a leader not renewing its lease for this many seconds is replaced by a standby"))
     var leaderLeaseSeconds: Double?
 
+    @Option(help: Self.brokerSilenceSeconds.help("PostgreSQL: a leader that has not heard the broker for this many seconds gives its partitions up; a standby leads only while it hears the broker"))
+    var brokerSilenceSeconds: Double?
+
     @Option(help: Self.partitions.help("Partitions rooms, conversations and workouts are spread over, each with its own leader; fixed when the database is created"))
     var partitions: Int?
 
@@ -195,6 +198,9 @@ struct TandemCoordinatorCommand: AsyncParsableCommand {
     static let leaderLeaseSeconds = Setting<Double>.number(
         "leader-lease-seconds", "TANDEM_LEADER_LEASE_SECONDS", default: Double(defaults.leaderLeaseMs) / 1000,
         maximum: 86_400, kind: "a number of seconds")
+    static let brokerSilenceSeconds = Setting<Double>.number(
+        "broker-silence-seconds", "TANDEM_BROKER_SILENCE_SECONDS", default: Double(defaults.brokerSilenceMs) / 1000,
+        maximum: 3_600, kind: "a number of seconds")
     static let partitions = Setting<Int>.integer("partitions", "TANDEM_PARTITIONS", default: 1, range: 1...Partitioning.maximum)
     static let instanceId = Setting<String>.text("instance-id", "TANDEM_INSTANCE_ID", shown: "host name and process id", check: {
         Identifier.isValid($0) ? nil : "must be 1-64 characters of A-Z a-z 0-9 _ . -"
@@ -258,6 +264,9 @@ struct TandemCoordinatorCommand: AsyncParsableCommand {
         let lease = try Self.leaderLeaseSeconds.value(leaderLeaseSeconds, in: env)
         guard lease >= 0.2 else { throw ValidationError("--leader-lease-seconds must be at least 0.2, not \(lease)") }
         c.leaderLeaseMs = Millis((lease * 1000).rounded())
+        let silence = try Self.brokerSilenceSeconds.value(brokerSilenceSeconds, in: env)
+        guard silence >= 0.5 else { throw ValidationError("--broker-silence-seconds must be at least 0.5, not \(silence)") }
+        c.brokerSilenceMs = Millis((silence * 1000).rounded())
         if let v = try Self.instanceId.resolve(instanceId, in: env) { c.instanceId = v }
         c.engine.partitioning = Partitioning(count: try Self.partitions.value(partitions, in: env))!
         c.engine.reorderWindowMs = Millis(try Self.reorderWindowMs.value(reorderWindowMs, in: env))

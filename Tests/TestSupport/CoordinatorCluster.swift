@@ -30,21 +30,25 @@ public final class CoordinatorCluster: Sendable {
     /// says it leads. `arguments` are added to each (`--leader-lease-seconds 2`, ...).
     public static func start(
         broker: MosquittoBroker, databaseURL: String, instances: [String], arguments: [String] = [],
-        perInstance: [String: [String]] = [:]
+        perInstance: [String: [String]] = [:], hosts: [String: String] = [:]
     ) async throws -> CoordinatorCluster {
         let watcher = try await TestPeer.connect(
             broker: broker, user: "cluster-watcher-\(UInt32.random(in: 0...UInt32.max))", asCoordinatorWatcher: true,
             extraFilters: [Topics().coordinatorInstance("+")])
         let cluster = CoordinatorCluster(
             broker: broker, databaseURL: databaseURL, directory: try makeTemporaryDirectory(prefix: "cluster-"),
-            arguments: arguments, perInstance: perInstance, watcher: watcher)
+            arguments: arguments, perInstance: perInstance, watcher: watcher, hosts: hosts)
         for instance in instances { try cluster.launch(instance) }
         _ = try await cluster.waitForLeader(timeout: .seconds(30))
         return cluster
     }
 
+    /// In a lab (the broker's ``MosquittoBroker/lab``): the host each instance runs in.
+    public let hosts: [String: String]
+
     init(broker: MosquittoBroker, databaseURL: String, directory: String, arguments: [String], perInstance: [String: [String]],
-         watcher: TestPeer) {
+         watcher: TestPeer, hosts: [String: String] = [:]) {
+        self.hosts = hosts
         self.perInstance = perInstance
         self.broker = broker
         self.databaseURL = databaseURL
@@ -58,8 +62,10 @@ public final class CoordinatorCluster: Sendable {
         let args = CoordinatorProcess.brokerArguments(broker) + ["--database", databaseURL, "--instance-id", instance]
         let n = launches.withLock { $0[instance, default: 0] += 1; return $0[instance]! }
         let log = "\(directory)/\(instance).\(n).log"
+        var (executable, all) = (CoordinatorProcess.binary("tandem-coordinator"), args + arguments + (perInstance[instance] ?? []))
+        if let lab = broker.lab?.lab, let host = hosts[instance] { (executable, all) = lab.command(host, [executable] + all) }
         let child = try ChildProcess(
-            CoordinatorProcess.binary("tandem-coordinator"), args + arguments + (perInstance[instance] ?? []),
+            executable, all,
             addingEnvironment: ["TANDEM_LOG_LEVEL": "info"], standardOutput: log, standardError: log)
         processes.withLock { $0[instance] = child }
     }

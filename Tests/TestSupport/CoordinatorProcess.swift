@@ -67,7 +67,7 @@ public final class CoordinatorProcess: Sendable {
     /// `--host`, `--port`, and on the shipped broker the demo coordinator user and its
     /// admin account.
     public static func brokerArguments(_ broker: MosquittoBroker, password: Bool = true) -> [String] {
-        var args = ["--host", broker.host, "--port", String(broker.port)]
+        var args = broker.lab.map { ["--host", $0.address, "--port", String($0.port)] } ?? ["--host", broker.host, "--port", String(broker.port)]
         if broker.configuration.authenticates {
             args += ["--username", "coordinator"]
             if password { args += ["--password", "coordinator-demo"] }

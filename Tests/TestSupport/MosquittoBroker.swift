@@ -41,9 +41,25 @@ public enum BrokerConfiguration: Sendable {
 /// tests that need it fail and say how to install it.
 public final class MosquittoBroker: Sendable {
     public let configuration: BrokerConfiguration
-    /// Always the loopback address: the broker listens on nothing else.
+    /// Where a test process connects: the loopback address (the broker listens on
+    /// nothing else), or in a ``NetLab`` a portal's.
     public let host = "127.0.0.1"
+    /// The port clients connect to. In a lab, a portal that leaves from the clients'
+    /// host (so their connections meet its faults).
     public let port: Int
+    /// The port watchers connect to (``TestPeer/connect(broker:user:password:asCoordinatorWatcher:will:extraFilters:)``
+    /// with `asCoordinatorWatcher`): ``port``, or in a lab a portal from inside the
+    /// broker's own host, which no fault between hosts reaches.
+    public let observerPort: Int
+    /// In a lab: the host the broker runs in and the address and port other hosts dial.
+    public let lab: Placement?
+
+    public struct Placement: Sendable {
+        public let lab: NetLab
+        public let host: String
+        public let address: String
+        public let port: Int
+    }
     /// The temporary directory holding everything below; removed on deinit.
     public let directory: String
     /// The generated mosquitto.conf.
@@ -69,8 +85,10 @@ public final class MosquittoBroker: Sendable {
 
     private init(
         configuration: BrokerConfiguration, port: Int, directory: String, executable: String,
-        tlsPort: Int? = nil, certificates: String? = nil
+        tlsPort: Int? = nil, certificates: String? = nil, observerPort: Int? = nil, lab: Placement? = nil
     ) {
+        self.observerPort = observerPort ?? port
+        self.lab = lab
         self.tlsPort = tlsPort
         self.certificates = certificates
         self.configuration = configuration
@@ -118,6 +136,29 @@ public final class MosquittoBroker: Sendable {
                 attempt += 1
             }
         }
+    }
+
+    /// Starts mosquitto inside `host` of `lab` (listening on its lab address, port 1883),
+    /// with a portal for the clients from `clientsHost` (chunks held `clientDelayMs` each
+    /// way) as ``port`` and one from the broker's own host as ``observerPort``.
+    public static func start(
+        configuration: BrokerConfiguration, in lab: NetLab, host: String, clientsHost: String, clientDelayMs: Int = 0
+    ) async throws -> MosquittoBroker {
+        guard let executable = ChildProcess.findExecutable(
+            ProcessInfo.processInfo.environment["TANDEM_MOSQUITTO"] ?? "mosquitto")
+        else {
+            throw BrokerError.mosquittoMissing
+        }
+        let placement = Placement(lab: lab, host: host, address: lab[host].address, port: 1883)
+        let clients = try await lab.portal(into: clientsHost, to: placement.address, port: placement.port, delayMs: clientDelayMs)
+        let observer = try await lab.portal(into: host, to: placement.address, port: placement.port)
+        let broker = MosquittoBroker(
+            configuration: configuration, port: clients, directory: try makeTemporaryDirectory(prefix: "mosquitto-"),
+            executable: executable, observerPort: observer, lab: placement)
+        try FileManager.default.createDirectory(atPath: broker.dataDirectory, withIntermediateDirectories: true)
+        try broker.writeConfiguration()
+        try await broker.launch()
+        return broker
     }
 
     /// Whether the mosquitto process is running.
@@ -170,6 +211,25 @@ public final class MosquittoBroker: Sendable {
     // MARK: - Internals
 
     private func launch() async throws {
+        if let lab {
+            let (ip, arguments) = lab.lab.command(lab.host, [executable, "-c", configurationPath])
+            let child = try ChildProcess(ip, arguments, standardOutput: logPath, standardError: logPath)
+            // A portal accepts whether or not the broker listens behind it: wait until the
+            // broker's namespace has a socket listening on the port (its /proc/PID/net/tcp).
+            let startedAt = ContinuousClock.now
+            let listening = String(format: ":%04X 00000000:0000 0A", lab.port)
+            while !((try? String(contentsOfFile: "/proc/\(child.pid)/net/tcp", encoding: .utf8))?.contains(listening) ?? false) {
+                if let termination = child.termination { throw BrokerError.exited(termination, log: log) }
+                if ContinuousClock.now - startedAt > .seconds(5) {
+                    child.signal(SIGKILL)
+                    _ = await child.waitForTermination(timeout: .seconds(5))
+                    throw BrokerError.notListening(port: lab.port, log: log)
+                }
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            process.withLock { $0 = child }
+            return
+        }
         let child = try ChildProcess(
             executable, ["-c", configurationPath],
             standardOutput: logPath, standardError: logPath)
@@ -204,7 +264,7 @@ public final class MosquittoBroker: Sendable {
         }
 
         var replacements = [
-            "listener": "listener \(port) \(host)",
+            "listener": lab.map { "listener \($0.port) \($0.address)" } ?? "listener \(port) \(host)",
             "persistence_location": "persistence_location \(dataDirectory)/",
         ]
         // The container's TLS folder; a TLS listener with local paths is added below.

@@ -23,10 +23,33 @@ public final class PostgresServer: Sendable {
     public let binaries: String
     public static let user = "tandem"
     private let process: Mutex<ChildProcess?>
+    /// In a ``NetLab``: the host it runs in and the address other hosts dial (port 5432);
+    /// ``host`` and ``port`` are then a portal from inside that host, for the test.
+    public let lab: (lab: NetLab, host: String, address: String)?
+    public static let labPort = 5432
 
     /// A URL for `database` on this server, as `--database` takes it.
     public func url(database: String = "tandem") -> String {
         "postgres://\(Self.user)@\(host):\(port)/\(database)?sslmode=disable"
+    }
+
+    /// What a coordinator inside the lab gives as `--database`.
+    public func labURL(database: String = "tandem") -> String {
+        guard let lab else { return url(database: database) }
+        return "postgres://\(Self.user)@\(lab.address):\(Self.labPort)/\(database)?sslmode=disable"
+    }
+
+    /// A new cluster inside `host` of `lab`, with a database named `tandem`.
+    public static func start(in lab: NetLab, host: String) async throws -> PostgresServer {
+        guard let binaries = findBinaries() else { throw PostgresServerError.missing }
+        let directory = runsAsRoot ? try makeDirectory(in: "/tmp") : try makeTemporaryDirectory(prefix: "postgres-")
+        let address = lab[host].address
+        let port = try await lab.portal(into: host, to: address, port: labPort)
+        let server = PostgresServer(port: port, directory: directory, binaries: binaries, lab: (lab, host, address))
+        try await server.initialize()
+        try await server.launch()
+        try await server.createDatabase("tandem")
+        return server
     }
 
     /// Starts a new cluster with a database named `tandem`.
@@ -49,7 +72,8 @@ public final class PostgresServer: Sendable {
         }
     }
 
-    private init(port: Int, directory: String, binaries: String) {
+    private init(port: Int, directory: String, binaries: String, lab: (lab: NetLab, host: String, address: String)? = nil) {
+        self.lab = lab
         self.port = port
         self.directory = directory
         self.dataDirectory = directory + "/data"
@@ -135,14 +159,23 @@ public final class PostgresServer: Sendable {
             "-D", dataDirectory, "-U", Self.user, "--auth=trust", "-E", "UTF8", "--locale=C", "--no-sync",
         ])
         guard result.exitCode == 0 else { throw PostgresServerError.command("initdb", result.standardOutput + result.standardError) }
+        if lab != nil {
+            // The lab's hosts (and the portal, which connects from inside this one).
+            let hba = dataDirectory + "/pg_hba.conf"
+            let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: hba))
+            handle.seekToEndOfFile()
+            handle.write(Data("host all all 10.77.0.0/24 trust\n".utf8))
+            try handle.close()
+        }
     }
 
     private func launch() async throws {
-        let (executable, args) = command("postgres", [
-            "-D", dataDirectory, "-p", String(port), "-k", directory,
-            "-c", "listen_addresses=\(host)", "-c", "fsync=off", "-c", "full_page_writes=off",
+        var (executable, args) = command("postgres", [
+            "-D", dataDirectory, "-p", String(lab == nil ? port : Self.labPort), "-k", directory,
+            "-c", "listen_addresses=\(lab?.address ?? host)", "-c", "fsync=off", "-c", "full_page_writes=off",
             "-c", "max_connections=100", "-c", "log_min_messages=warning",
         ])
+        if let lab { (executable, args) = lab.lab.command(lab.host, [executable] + args) }
         let child = try ChildProcess(executable, args, standardOutput: logPath, standardError: logPath)
         let startedAt = ContinuousClock.now
         while true {

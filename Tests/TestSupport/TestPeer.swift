@@ -26,7 +26,7 @@ public final class TestPeer: Sendable {
             secret = password ?? "\(username!)-demo"
         }
         let client = try MQTTClient(configuration: MQTTConfiguration(
-            host: broker.host, port: broker.port, clientId: "peer-\(user)-\(UInt32.random(in: 0...UInt32.max))",
+            host: broker.host, port: asCoordinatorWatcher ? broker.observerPort : broker.port, clientId: "peer-\(user)-\(UInt32.random(in: 0...UInt32.max))",
             username: username, password: secret, will: will, reconnectDelay: 0.1, reconnectDelayMax: 0.5))
         let peer = TestPeer(user: user, client: client)
         let t = peer.topics
