@@ -9,9 +9,10 @@ import TandemCore
 /// broker keeps each publisher's order):
 /// - **no repeat**: no version is in two published changes (an event applied twice,
 ///   or an old leader publishing again what the new one published);
-/// - **no gap**: every version from the first seen to the last is in a change or was
-///   stepped over by a snapshot (a takeover may publish the state whole instead of the
-///   changes the old leader never sent; clients take the snapshot on a gap);
+/// - **no gap**: every version from the first seen to the last is in a change or in the
+///   state whole, a snapshot at it or above it published before the next change (a
+///   takeover publishes the state whole instead of the changes the old leader committed
+///   but never sent; clients take the snapshot on a gap);
 /// - **no going back**: no snapshot older than one already seen (what a leader that
 ///   kept publishing after losing its term would do), and no change that starts below
 ///   a snapshot unless it is the change that snapshot followed;
@@ -37,7 +38,8 @@ public struct PublicationCheck: Sendable {
                 problems.append("snapshot version \(v) after version \(current): older state published after newer")
                 return
             }
-            if v > current + 1 { steppedOver.append((current + 1)...v) }
+            // The state whole at v stands for every version after the last one seen.
+            if v > current { steppedOver.append((current + 1)...v) }
         }
         version = max(version ?? v, v)
     }
