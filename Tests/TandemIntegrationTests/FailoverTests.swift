@@ -244,6 +244,28 @@ import TestSupport
         }
     }
 
+    /// Issue 34: a broker down for longer than `--broker-silence-seconds` (3 s) ends the
+    /// leader's term (nobody can reach it anyway); once the broker is back, whichever
+    /// process hears it first leads, and leadership then stays put: one change, no
+    /// back and forth.
+    @Test(.timeLimit(.minutes(2)))
+    func aBrokerDownLongerThanTheSilenceLimitMovesLeadershipAtMostOnce() async throws {
+        try await Self.underLoad(
+            room: "brokerdown", duration: .seconds(16), workouts: false, label: "broker down for 5 s (silence limit 3 s)"
+        ) { cluster, broker in
+            let leader = try #require(cluster.leader)
+            try await Task.sleep(for: .seconds(3))
+            try await broker.restart { Thread.sleep(forTimeInterval: 5) }
+            let next = try await cluster.waitForLeader(after: leader.term, timeout: .seconds(15))
+            try await Task.sleep(for: .seconds(6))
+            // Settled: the term of the first leader after the outage, and no other since.
+            #expect(cluster.leader == next, "\(cluster.statusHistory.suffix(6).map(\.text))")
+            let terms = Set(cluster.statusHistory.compactMap { $0["term"]?.int64Value }.filter { $0 > leader.term })
+            #expect(terms == [next.term], "terms after the outage: \(terms.sorted())")
+            return "broker down 5 s: \(leader.instance) (term \(leader.term)) gave way; \(next.instance) leads with term \(next.term), and nothing moved in the next 6 s"
+        }
+    }
+
     @Test(.timeLimit(.minutes(1)))
     func healthzAndMetricsTellTheLeaderFromAStandbyAcrossATakeover() async throws {
         let url = try await Self.freshDatabase()
