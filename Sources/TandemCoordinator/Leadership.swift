@@ -176,17 +176,26 @@ func waitForLease(
 ) async throws -> (acquired: PostgresLease.Acquired, sentAt: ContinuousClock.Instant) {
     var lastSeen: PostgresLease.Holder?
     var unreachable = false
-    var brokerLost = false
+    // How the link looked when it stopped letting this process lead (nil: it lets it).
+    var lostWith: BrokerLink.Reading?
     while true {
         try Task.checkCancellation()
         guard link.mayLead else {
-            if !brokerLost { logger.warning("standby: not taking the lease while the broker cannot be heard (\(link.reading)); looking again every \(poll)") }
-            brokerLost = true
+            if lostWith == nil {
+                let reading = link.reading
+                lostWith = reading
+                // At a start the instance connection is still being made: no warning.
+                if reading.quiet == nil {
+                    logger.info("standby: waiting for the broker before taking the lease")
+                } else {
+                    logger.warning("standby: not taking the lease while the broker cannot be heard (\(reading)); looking again every \(poll)")
+                }
+            }
             try await Task.sleep(for: poll)
             continue
         }
-        if brokerLost { logger.notice("standby: the broker answers again (\(link.reading)); ready to lead") }
-        brokerLost = false
+        if let lost = lostWith, lost.quiet != nil { logger.notice("standby: the broker answers again (\(link.reading)); ready to lead") }
+        lostWith = nil
         let sent = ContinuousClock.now
         do {
             if let acquired = try await lease.tryAcquire() { return (acquired, sent) }
