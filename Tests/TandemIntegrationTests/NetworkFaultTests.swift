@@ -30,20 +30,44 @@ struct NetworkFaultTests {
         let checker: TestPeer
         let room: String
 
+        /// What ``cutTheLeader(from:)`` saw.
+        struct Takeover {
+            let leader: CoordinatorCluster.Leader
+            let next: CoordinatorCluster.Leader
+            /// From the cut to the next leader's online status.
+            let ledMs: Int
+            /// From the cut to the room's first change published after it.
+            let firstChangeMs: Int?
+        }
+
+        /// After 3 s of load, separates the leader from `host` (both ways) and waits for
+        /// another process to lead and the room to change again.
+        func cutTheLeader(from host: String) async throws -> Takeover {
+            try await Task.sleep(for: .seconds(3))
+            let leader = try #require(cluster.leader)
+            let index = checker.heardCount
+            let cutAt = ContinuousClock.now
+            try await lab.separate(leader.instance, host)
+            let next = try await cluster.waitForLeader(after: leader.term, timeout: .seconds(20))
+            let led = NetworkFaultTests.ms(since: cutAt)
+            let answered = try await nextChange(after: index, since: cutAt)
+            #expect(next.instance != leader.instance)
+            #expect(answered != nil, "no change of the room published after the cut")
+            return Takeover(leader: leader, next: next, ledMs: led, firstChangeMs: answered)
+        }
+
         /// Waits until a change of the room is published after message `index` of the
         /// checker's; milliseconds from `start`, nil if none within `timeout`.
         func nextChange(after index: Int, since start: ContinuousClock.Instant, timeout: Duration = .seconds(20)) async throws -> Int? {
             let topic = Topics().roomChanges(room: room)
             let deadline = ContinuousClock.now + timeout
             while ContinuousClock.now < deadline {
-                if checker.heard(from: index).contains(where: { $0.topic == topic }) { return ms(since: start) }
+                if checker.heard(from: index).contains(where: { $0.topic == topic }) { return NetworkFaultTests.ms(since: start) }
                 try await Task.sleep(for: .milliseconds(20))
             }
             return nil
         }
     }
-
-    static func ms(since start: ContinuousClock.Instant) -> Int { NetworkFaultTests.ms(start) }
 
     /// A lab with PostgreSQL, the broker, `coordinators` and the clients, three peers
     /// under load for `duration` while `fault` runs; then the checks.
@@ -97,16 +121,8 @@ struct NetworkFaultTests {
     @Test(.timeLimit(.minutes(3)))
     func aLeaderCutFromTheBrokerButNotFromPostgreSQLGivesWayToAStandby() async throws {
         try await Self.underLoad(room: "netcut", label: "leader cut from the broker, still reaching PostgreSQL") { s in
-            try await Task.sleep(for: .seconds(3))
-            let leader = try #require(s.cluster.leader)
-            let index = s.checker.heardCount
-            let cutAt = ContinuousClock.now
-            try await s.lab.separate(leader.instance, "broker")
-            let next = try await s.cluster.waitForLeader(after: leader.term, timeout: .seconds(20))
-            let led = Self.ms(since: cutAt)
-            let answered = try await s.nextChange(after: index, since: cutAt)
-            #expect(next.instance != leader.instance)
-            #expect(answered != nil, "no change of the room published after the cut")
+            let cut = try await s.cutTheLeader(from: "broker")
+            let (leader, next) = (cut.leader, cut.next)
             try await Task.sleep(for: .seconds(2))
             let statuses = s.cluster.statusHistory.count
             try await s.lab.join(leader.instance, "broker")
@@ -120,22 +136,15 @@ struct NetworkFaultTests {
             #expect(s.cluster.leader == next)
             let log = s.cluster.currentLog(leader.instance)
             #expect(log.contains("the broker has not answered"), "\(log.suffix(3000))")
-            return "cut \(leader.instance) (term \(leader.term)) from the broker: \(next.instance) led (term \(next.term)) \(led) ms after the cut, the room's first change \(answered ?? -1) ms after it; healed: \(leader.instance) a standby again after \(back) ms"
+            return "cut \(leader.instance) (term \(leader.term)) from the broker: \(next.instance) led (term \(next.term)) \(cut.ledMs) ms after the cut, the room's first change \(cut.firstChangeMs ?? -1) ms after it; healed: \(leader.instance) a standby again after \(back) ms"
         }
     }
 
     @Test(.timeLimit(.minutes(3)))
     func aLeaderCutFromPostgreSQLButNotFromTheBrokerStopsBeforeAStandbyLeads() async throws {
         try await Self.underLoad(room: "netpg", label: "leader cut from PostgreSQL, still reaching the broker") { s in
-            try await Task.sleep(for: .seconds(3))
-            let leader = try #require(s.cluster.leader)
-            let index = s.checker.heardCount
-            let cutAt = ContinuousClock.now
-            try await s.lab.separate(leader.instance, "pg")
-            let next = try await s.cluster.waitForLeader(after: leader.term, timeout: .seconds(20))
-            let led = Self.ms(since: cutAt)
-            let answered = try await s.nextChange(after: index, since: cutAt)
-            #expect(next.instance != leader.instance)
+            let cut = try await s.cutTheLeader(from: "pg")
+            let (leader, next) = (cut.leader, cut.next)
             // It stopped publishing before the standby led: its lease's own deadline (a
             // fifth of the lease before the database's) cut its broker connection. Its
             // term ends once the statement in flight on the cut connection fails.
@@ -144,7 +153,7 @@ struct NetworkFaultTests {
             try await Task.sleep(for: .seconds(2))
             try await s.lab.join(leader.instance, "pg")
             #expect(try await Self.standsBy(s.cluster, leader.instance), "\(s.cluster.currentLog(leader.instance).suffix(3000))")
-            return "cut \(leader.instance) from PostgreSQL: \(next.instance) led (term \(next.term)) \(led) ms after the cut, the room's first change \(answered ?? -1) ms after it; healed: a standby again"
+            return "cut \(leader.instance) from PostgreSQL: \(next.instance) led (term \(next.term)) \(cut.ledMs) ms after the cut, the room's first change \(cut.firstChangeMs ?? -1) ms after it; healed: a standby again"
         }
     }
 
@@ -221,7 +230,7 @@ struct NetworkFaultTests {
         }
     }
 
-    static func ms(_ start: ContinuousClock.Instant) -> Int {
+    static func ms(since start: ContinuousClock.Instant) -> Int {
         let d = ContinuousClock.now - start
         return Int(d.components.seconds * 1000 + d.components.attoseconds / 1_000_000_000_000_000)
     }
