@@ -34,6 +34,10 @@ import Synchronization
 public final class PollLoop: SerialExecutor, TaskExecutor, @unchecked Sendable {
     /// At load, the least time from one turn's wake to the next poll. Zero: poll again at once.
     public let turnSpacing: Duration
+    /// Whether a client's write is corked (``ClientCore/driveWrite(corked:)``): worth its
+    /// two more system calls where a session writes a batch a turn (the coordinator's),
+    /// not where each writes a packet or two (tandem-web's: an acknowledgement, an edit).
+    public let corksWrites: Bool
     public let name: String
 
     struct Timer {
@@ -83,11 +87,12 @@ public final class PollLoop: SerialExecutor, TaskExecutor, @unchecked Sendable {
     /// thread, read one, or became writable).
     private var dirty: [ClientCore] = []
 
-    /// Starts the loop's thread. `turnSpacing`: see the type's documentation. Throws when
-    /// the process has no file descriptor left for its wake-up eventfd.
-    public init(name: String, turnSpacing: Duration = .microseconds(1000)) throws(MQTTError) {
+    /// Starts the loop's thread. `turnSpacing`, `corksWrites`: see them. Throws when the
+    /// process has no file descriptor left for its wake-up eventfd or its epoll set.
+    public init(name: String, turnSpacing: Duration = .microseconds(1000), corksWrites: Bool = true) throws(MQTTError) {
         self.name = name
         self.turnSpacing = turnSpacing
+        self.corksWrites = corksWrites
         let fd = eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC))
         guard fd >= 0 else {
             throw MQTTError(.library(code: MOSQ_ERR_ERRNO.rawValue), "eventfd failed for the loop \(name): \(String(cString: strerror(errno)))")
@@ -379,7 +384,7 @@ public final class PollLoop: SerialExecutor, TaskExecutor, @unchecked Sendable {
     /// Writes what `client` queued; a write that could not finish has the socket watched
     /// for writability until it does.
     private func write(_ client: ClientCore, slot: UInt64, into handBack: inout [(UInt64, Int32)]) {
-        guard client.driveWrite(corked: true) == MOSQ_ERR_SUCCESS.rawValue else {
+        guard client.driveWrite(corked: corksWrites) == MOSQ_ERR_SUCCESS.rawValue else {
             handBack.append((slot, client.lastDriveCode))
             return
         }

@@ -61,8 +61,8 @@ actor Tab {
                     for await frame in frames {
                         if let json = frame.json {
                             try await outbound.write(.text(json.text))
-                        } else if let (json, takenAt) = await tab.takeRoom() {
-                            try await outbound.write(.text(json.text))
+                        } else if let (text, takenAt) = await tab.takeRoom() {
+                            try await outbound.write(.text(text))
                             metrics.updateToFrame.record(ContinuousClock.now - takenAt)
                         } else {
                             continue
@@ -263,11 +263,11 @@ actor Tab {
 
     /// The watched room's latest state, as a frame, for the socket to write now, with
     /// what the person can undo and redo in it as of now.
-    func takeRoom() async -> (JSON, ContinuousClock.Instant)? {
+    func takeRoom() async -> (String, ContinuousClock.Instant)? {
         guard let pending = pendingRoom else { return nil }
         pendingRoom = nil
         let undo = await session.client.undoHistory(of: pending.replica.roomId)
-        return (PageJSON.room(pending.replica, undo: undo), pending.takenAt)
+        return (session.roomFrames.frame(pending.replica, undo: undo), pending.takenAt)
     }
 
     private func refuse(_ problem: PageFrame.Problem) {

@@ -46,6 +46,8 @@ public actor WebSession {
     nonisolated let token: String
     public nonisolated let user: String
     public nonisolated let client: TandemClient
+    /// The process's room frames, shared by every session (``RoomFrames``).
+    nonisolated let roomFrames: RoomFrames
     private let logger: Logger
     private let tabGrace: Duration
     private var pacer: TokenBucket
@@ -74,8 +76,9 @@ public actor WebSession {
     private var onEnd: (@Sendable (WebSession) async -> Void)?
     public private(set) var hasEnded = false
 
-    init(token: String, user: String, client: TandemClient, tabGrace: Duration, pacer: TokenBucket, logger: Logger) {
+    init(token: String, user: String, client: TandemClient, roomFrames: RoomFrames, tabGrace: Duration, pacer: TokenBucket, logger: Logger) {
         self.token = token
+        self.roomFrames = roomFrames
         self.user = user
         self.client = client
         self.tabGrace = tabGrace
