@@ -109,7 +109,7 @@ public actor SessionStore: Service {
                     session: .cleanStart, tls: settings.tls),
                 loop: loop, connector: connector, logger: clientLogger)
             client = TandemClient(
-                transport: MosquittoTransport(mqtt), user: username, clientId: clientId, topics: topics, logger: clientLogger)
+                transport: WebTransport(client: mqtt), user: username, clientId: clientId, topics: topics, logger: clientLogger)
         } catch {
             throw .unreachable("the MQTT client could not be set up: \(error)")
         }
@@ -117,9 +117,15 @@ public actor SessionStore: Service {
             token: token, user: username, client: client, roomFrames: roomFrames, tabGrace: settings.tabGrace,
             pacer: TokenBucket(ratePerSecond: settings.framesPerSecond, burst: settings.frameBurst, now: WallClock.now()), logger: logger)
         do {
-            try await session.start(timeout: settings.connectTimeout) { [weak self] ended in
-                await self?.forget(ended)
-            }
+            // Detached from the request: the tasks the session and its client start copy
+            // the task-local values of the task that starts them, a slab of memory each
+            // (about 8 KB a session); a detached task has none.
+            let timeout = settings.connectTimeout
+            try await Task.detached {
+                try await session.start(timeout: timeout) { [weak self] ended in
+                    await self?.forget(ended)
+                }
+            }.value
         } catch TandemClientError.connectFailed(let reason) where Self.refusedCredentials(reason) {
             logger.info("sign-in of \(username) refused: \(reason)")
             throw .refused(reason)

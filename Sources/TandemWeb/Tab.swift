@@ -154,7 +154,7 @@ actor Tab {
         case .success(.history(let peer, let before)):
             // A query round trip: off the tab's reading, so that edits are not held up.
             let client = session.client
-            Task { [weak self] in
+            Task.detached { [weak self] in
                 do {
                     let page = try await client.dmHistory(with: peer, before: before, limit: PageJSON.recentMessages)
                     await self?.send(PageJSON.history(page, before: before))
@@ -172,7 +172,7 @@ actor Tab {
         case .success(.roomHistory(let room, let before)):
             // A query round trip, off the tab's reading like a chat's history.
             let client = session.client
-            Task { [weak self] in
+            Task.detached { [weak self] in
                 let frame: JSON
                 do {
                     let answer = try await client.history(room: room, before: before, limit: PageFrame.historyPage)
@@ -213,7 +213,7 @@ actor Tab {
         // In the order the page sent them: tasks started one after another may reach the
         // client in any order, and the stack's top must go to the first undo asked for.
         let previous = lastUndo
-        lastUndo = Task { [weak self] in
+        lastUndo = Task.detached { [weak self] in
             await previous?.value
             let client = session.client
             var frame: JSON
@@ -301,7 +301,7 @@ actor Tab {
             send(PageJSON.room(replica, undo: await client.undoHistory(of: room)))
             await session.notePeople(replica.members.map(\.userId), from: "room:\(room)")
         }
-        roomTask = Task { [weak self] in
+        roomTask = Task.detached { [weak self] in
             var members: [RoomMember] = []
             for await update in updates {
                 guard let self, !Task.isCancelled else { return }
@@ -317,7 +317,7 @@ actor Tab {
         do {
             let cursors = try await client.cursors(room: room)
             guard room == watchedRoom else { return }
-            cursorTask = Task { [weak self] in
+            cursorTask = Task.detached { [weak self] in
                 for await cursor in cursors {
                     guard let self, !Task.isCancelled else { return }
                     await self.forward(cursor, of: room)
@@ -352,7 +352,7 @@ actor Tab {
 
     private func followReceipts() async {
         let receipts = await session.client.receipts()
-        receiptTask = Task { [weak self] in
+        receiptTask = Task.detached { [weak self] in
             for await event in receipts {
                 guard let self else { return }
                 guard case .settled(let outgoing, let receipt) = event else { continue }
