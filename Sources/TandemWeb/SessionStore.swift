@@ -23,11 +23,18 @@ public struct WebSettings: Sendable {
     /// At load, the least time between two turns of the loop that drives every session's
     /// MQTT socket (``PollLoop/turnSpacing``): what arrives meanwhile is read in one wake.
     public var turnSpacing: Duration
+    /// The most sessions at once; the next sign-in is refused (503) until one ends. Each
+    /// session holds about four open files, and a process out of them does not fail one
+    /// sign-in but everything (libdispatch stops the process when it cannot open a file
+    /// of /proc): tandem-web sets this from its open-file limit
+    /// (``SessionStore/sessionLimit(openFiles:)``).
+    public var maxSessions: Int
 
     public init(
         brokerHost: String = "127.0.0.1", brokerPort: Int = 1883, tls: MQTTTLS? = nil, topicRoot: String = Topics.defaultRoot,
         tabGrace: Duration = .seconds(5), framesPerSecond: Double = 50, frameBurst: Double = 100,
-        connectTimeout: Duration = .seconds(5), maxTabsPerSession: Int = 16, turnSpacing: Duration = .milliseconds(2)
+        connectTimeout: Duration = .seconds(5), maxTabsPerSession: Int = 16, turnSpacing: Duration = .milliseconds(2),
+        maxSessions: Int = .max
     ) {
         self.brokerHost = brokerHost
         self.brokerPort = brokerPort
@@ -39,6 +46,7 @@ public struct WebSettings: Sendable {
         self.connectTimeout = connectTimeout
         self.maxTabsPerSession = maxTabsPerSession
         self.turnSpacing = turnSpacing
+        self.maxSessions = maxSessions
     }
 }
 
@@ -69,6 +77,8 @@ public actor SessionStore: Service {
     public nonisolated let metrics: WebMetrics
     private let logger: Logger
     private var sessions: [String: WebSession] = [:]
+    /// Sign-ins under way (they count against ``WebSettings/maxSessions`` too).
+    private var signingIn = 0
     /// The loop that drives every session's MQTT socket, and the threads that connect them.
     nonisolated let loop: PollLoop
     nonisolated let connector: MQTTConnector
@@ -92,6 +102,12 @@ public actor SessionStore: Service {
 
     /// Opens `username`'s own MQTT session with `password`; returns the web session.
     public func signIn(username: String, password: String) async throws(SignInError) -> WebSession {
+        guard sessions.count + signingIn < settings.maxSessions else {
+            logger.warning("sign-in of \(username) refused: \(sessions.count) sessions, the most this process takes")
+            throw .unreachable("this server holds as many sessions as it can (\(settings.maxSessions)); try again later")
+        }
+        signingIn += 1
+        defer { signingIn -= 1 }
         let token = Self.newToken()
         let clientId = "web-\(username.prefix(40))-\(token.prefix(8))"
         let client: TandemClient
@@ -180,6 +196,13 @@ public actor SessionStore: Service {
         try? await gracefulShutdown()
         await endAll()
         stopThreads()
+    }
+
+    /// The most sessions a process with `openFiles` descriptors can hold: four each (the
+    /// MQTT socket, libmosquitto's wake-up pair, a tab's WebSocket), after a tenth and
+    /// 256 are kept for more tabs, HTTP requests and the process itself.
+    public static func sessionLimit(openFiles: Int) -> Int {
+        max(1, (openFiles - 256) * 9 / 10 / 4)
     }
 
     /// Whether a connect failure is the broker turning the account away (TandemMQTT's

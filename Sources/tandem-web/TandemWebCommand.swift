@@ -79,10 +79,12 @@ struct TandemWebCommand: AsyncParsableCommand {
         LoggingSystem.bootstrap { label in format.handler(label: label, level: level) }
         let logger = Logger(label: "tandem.web")
         let files = Self.raiseOpenFileLimit()
-        logger.info("open files: at most \(files) (about 4 a signed-in session)")
+        var web = settings.web
+        web.maxSessions = SessionStore.sessionLimit(openFiles: Int(files))
+        logger.info("open files: at most \(files), about 4 a signed-in session: at most \(web.maxSessions) sessions")
         let store: SessionStore
         do {
-            store = try SessionStore(settings: settings.web, logger: logger)
+            store = try SessionStore(settings: web, logger: logger)
         } catch {
             logger.critical("cannot start the MQTT loop", error: error)
             throw ExitCode(1)

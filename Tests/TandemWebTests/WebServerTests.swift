@@ -17,11 +17,12 @@ import TestSupport
 
     /// The app on a free port over `broker` (no broker: one nobody listens on).
     static func app(
-        broker: MosquittoBroker?, tabGrace: Duration = .seconds(5), framesPerSecond: Double = 50, frameBurst: Double = 100
+        broker: MosquittoBroker?, tabGrace: Duration = .seconds(5), framesPerSecond: Double = 50, frameBurst: Double = 100,
+        maxSessions: Int = .max
     ) throws -> (some ApplicationProtocol, SessionStore) {
         let settings = WebSettings(
             brokerHost: "127.0.0.1", brokerPort: broker?.port ?? 1, tabGrace: tabGrace, framesPerSecond: framesPerSecond,
-            frameBurst: frameBurst, connectTimeout: .seconds(3))
+            frameBurst: frameBurst, connectTimeout: .seconds(3), maxSessions: maxSessions)
         let store = try SessionStore(settings: settings, logger: logger)
         return (WebServer.application(store: store, host: "127.0.0.1", port: 0, logger: logger), store)
     }
@@ -156,6 +157,29 @@ import TestSupport
                 #expect(after.status == .unauthorized)
             }
         }
+    }
+
+    /// A process full of sessions (its open-file limit, ``SessionStore/sessionLimit(openFiles:)``)
+    /// says so to the next sign-in (503) and takes one again once a session ended.
+    @Test func aFullServerRefusesTheNextSignInUntilASessionEnds() async throws {
+        try await withBroker(.shipped) { broker in
+            let (app, store) = try Self.app(broker: broker, maxSessions: 1)
+            try await app.test(.live) { client in
+                let alice = try await Self.signIn(client, "alice")
+                let bob = try await client.execute(
+                    uri: "/api/sign-in", method: .post, headers: [.contentType: "application/json"],
+                    body: Self.body(.obj(["username": "bob", "password": "bob-demo"])))
+                #expect(bob.status == .serviceUnavailable)
+                #expect(Self.json(bob)?["error"]?.stringValue?.contains("as many sessions as it can") == true)
+                #expect(await store.count == 1)
+                _ = try await client.execute(uri: "/api/sign-out", method: .post, headers: [.cookie: alice])
+                _ = try await Self.signIn(client, "bob")
+                #expect(await store.count == 1)
+            }
+        }
+        #expect(SessionStore.sessionLimit(openFiles: 20_000) == 4_442)
+        #expect(SessionStore.sessionLimit(openFiles: 65_536) == 14_688)
+        #expect(SessionStore.sessionLimit(openFiles: 100) == 1)
     }
 
     @Test func badAndOversizedFramesGetErrorFramesAndTheTabLives() async throws {
