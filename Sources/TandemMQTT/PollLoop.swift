@@ -19,7 +19,7 @@ import Synchronization
 ///
 /// A turn costs what is ready, not how many sockets are attached: epoll says which
 /// sockets are readable, and only the sessions that queued a packet (``ClientCore/kick()``)
-/// or read one are written. Every client is looked at once each ``idleTimeout`` (its
+/// or read one are written. Every client is looked at once each ``sweepInterval`` (its
 /// keepalive, its gate, anything left to write): thousands of sessions (tandem-web holds
 /// one per signed-in person) share one loop.
 ///
@@ -38,6 +38,11 @@ public final class PollLoop: SerialExecutor, TaskExecutor, @unchecked Sendable {
     /// two more system calls where a session writes a batch a turn (the coordinator's),
     /// not where each writes a packet or two (tandem-web's: an acknowledgement, an edit).
     public let corksWrites: Bool
+    /// How often every attached client is looked at (its keepalive, its gate, anything
+    /// queued without a word to the loop): 100 ms by default, as a gate that closes must
+    /// be seen soon (the coordinator's lease). A loop of thousands of sessions with no
+    /// gate (tandem-web's) looks less often: the sweep is the one cost per session.
+    public let sweepInterval: Duration
     public let name: String
 
     struct Timer {
@@ -89,10 +94,13 @@ public final class PollLoop: SerialExecutor, TaskExecutor, @unchecked Sendable {
 
     /// Starts the loop's thread. `turnSpacing`, `corksWrites`: see them. Throws when the
     /// process has no file descriptor left for its wake-up eventfd or its epoll set.
-    public init(name: String, turnSpacing: Duration = .microseconds(1000), corksWrites: Bool = true) throws(MQTTError) {
+    public init(
+        name: String, turnSpacing: Duration = .microseconds(1000), corksWrites: Bool = true, sweepInterval: Duration = PollLoop.idleTimeout
+    ) throws(MQTTError) {
         self.name = name
         self.turnSpacing = turnSpacing
         self.corksWrites = corksWrites
+        self.sweepInterval = max(.milliseconds(1), sweepInterval)
         let fd = eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC))
         guard fd >= 0 else {
             throw MQTTError(.library(code: MOSQ_ERR_ERRNO.rawValue), "eventfd failed for the loop \(name): \(String(cString: strerror(errno)))")
@@ -256,7 +264,7 @@ public final class PollLoop: SerialExecutor, TaskExecutor, @unchecked Sendable {
 
             // Write what this turn queued, each socket that has something once.
             let now = ContinuousClock.now
-            let sweep = now - lastMisc >= Self.idleTimeout
+            let sweep = now - lastMisc >= sweepInterval
             if sweep {
                 // Every client once an idle timeout: keepalive, the gates, and a write
                 // for anything queued without a word to the loop.
@@ -396,7 +404,7 @@ public final class PollLoop: SerialExecutor, TaskExecutor, @unchecked Sendable {
     }
 
     /// The longest wait: the clients' keepalive and gates are looked at this often.
-    static let idleTimeout = Duration.milliseconds(100)
+    public static let idleTimeout = Duration.milliseconds(100)
 
     /// Lets go of the clients in these slots, each with its code (a slot listed twice
     /// is let go once).

@@ -23,9 +23,9 @@ final class RoomFrames: Sendable {
         self.metrics = metrics
     }
 
-    /// The `room` frame's text for this replica and this person's undo stacks: the
-    /// bytes ``PageJSON/room(_:undo:)`` writes.
-    func frame(_ replica: RoomReplica, undo: UndoHistory?) -> String {
+    /// The `room` frame's text for this replica and what this person can undo and redo
+    /// in it: the bytes ``PageJSON/room(_:undo:)`` writes.
+    func frame(_ replica: RoomReplica, canUndo: Bool, canRedo: Bool) -> String {
         var out: [UInt8]
         if let epoch = replica.epoch, replica.pendingEventIds.isEmpty {
             let version = Version(epoch: epoch, version: replica.version)
@@ -49,9 +49,9 @@ final class RoomFrames: Sendable {
         // The body's closing brace gives way to the person's two fields.
         out.removeLast()
         out.append(contentsOf: #","canUndo":"#.utf8)
-        out.append(contentsOf: ((undo?.canUndo ?? false) ? "true" : "false").utf8)
+        out.append(contentsOf: (canUndo ? "true" : "false").utf8)
         out.append(contentsOf: #","canRedo":"#.utf8)
-        out.append(contentsOf: ((undo?.canRedo ?? false) ? "true" : "false").utf8)
+        out.append(contentsOf: (canRedo ? "true" : "false").utf8)
         out.append(UInt8(ascii: "}"))
         return String(decoding: out, as: UTF8.self)
     }

@@ -89,7 +89,9 @@ public actor SessionStore: Service {
         self.settings = settings
         self.metrics = metrics
         self.logger = logger
-        loop = try PollLoop(name: "web-mqtt", turnSpacing: settings.turnSpacing, corksWrites: false)
+        // No gate to watch, and keepalives of a minute: each session is looked at once a
+        // second, not ten times.
+        loop = try PollLoop(name: "web-mqtt", turnSpacing: settings.turnSpacing, corksWrites: false, sweepInterval: .seconds(1))
         connector = MQTTConnector(name: "web-connect", threads: 2)
         roomFrames = RoomFrames(metrics: metrics)
     }

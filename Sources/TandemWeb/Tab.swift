@@ -18,7 +18,16 @@ actor Tab {
     private var watchedRoom: String?
     /// The watched room's latest state not yet written, and when the oldest change it
     /// holds was taken from the client (one ``OutFrame/latestRoom`` is queued for it).
-    private var pendingRoom: (replica: RoomReplica, takenAt: ContinuousClock.Instant)?
+    private var pendingRoom: (replica: RoomReplica, takenAt: ContinuousClock.Instant, undoMayHaveChanged: Bool)?
+    /// The person's undo and redo in the watched room as the last room frame said them:
+    /// asked of the client again (a hop to its actor) only after an update that can
+    /// change them (``undoMayChange(_:)``), not for every change someone else made.
+    private var undoShown: UndoState?
+
+    struct UndoState {
+        var canUndo: Bool
+        var canRedo: Bool
+    }
     private var roomTask: Task<Void, Never>?
     private var receiptTask: Task<Void, Never>?
     /// Follows the watched room's cursors (the other members' pointers).
@@ -250,10 +259,18 @@ actor Tab {
     /// What this person can undo or redo in `room` changed: the room goes out again,
     /// carrying it (``takeRoom()`` reads it when the frame is written).
     func refreshRoom(_ room: String) async {
-        guard room == watchedRoom, pendingRoom == nil, let replica = await session.client.replica(of: room) else { return }
+        guard room == watchedRoom else { return }
+        undoShown = nil
+        // A room frame already queued asks again when it is written.
+        if pendingRoom != nil { pendingRoom?.undoMayHaveChanged = true }
+        guard pendingRoom == nil, let replica = await session.client.replica(of: room) else { return }
         // Again: the tab may have moved on, or queued the room, while the client answered.
-        guard room == watchedRoom, pendingRoom == nil else { return }
-        pendingRoom = (replica, ContinuousClock.now)
+        guard room == watchedRoom else { return }
+        if pendingRoom != nil {
+            pendingRoom?.undoMayHaveChanged = true
+            return
+        }
+        pendingRoom = (replica, ContinuousClock.now, true)
         continuation.push(.latestRoom)
     }
 
@@ -266,8 +283,22 @@ actor Tab {
     func takeRoom() async -> (String, ContinuousClock.Instant)? {
         guard let pending = pendingRoom else { return nil }
         pendingRoom = nil
-        let undo = await session.client.undoHistory(of: pending.replica.roomId)
-        return (session.roomFrames.frame(pending.replica, undo: undo), pending.takenAt)
+        var undo = undoShown
+        if pending.undoMayHaveChanged || undo == nil {
+            let history = await session.client.undoHistory(of: pending.replica.roomId)
+            undo = UndoState(canUndo: history?.canUndo ?? false, canRedo: history?.canRedo ?? false)
+            // Unless the tab moved on meanwhile, or an update that can change them came.
+            if watchedRoom == pending.replica.roomId, pendingRoom?.undoMayHaveChanged != true { undoShown = undo }
+        }
+        return (session.roomFrames.frame(pending.replica, canUndo: undo!.canUndo, canRedo: undo!.canRedo), pending.takenAt)
+    }
+
+    /// Whether `update` can change what the person can undo or redo in its room: all but
+    /// a change that someone else's edit made (the client's undo stacks move with the
+    /// person's own edits and their receipts, a new epoch and a restore).
+    static func undoMayChange(_ update: RoomUpdate) -> Bool {
+        guard case .changes(let changes, _) = update.cause else { return true }
+        return changes.changes.contains { $0.type == .restore }
     }
 
     private func refuse(_ problem: PageFrame.Problem) {
@@ -290,6 +321,7 @@ actor Tab {
         }
         watchedRoom = room
         pendingRoom = nil
+        undoShown = nil
         let updates: AsyncStream<RoomUpdate>
         do {
             updates = try await session.client.roomUpdates(room)
@@ -342,10 +374,11 @@ actor Tab {
             return
         }
         // Coalesced: one frame queued at a time, carrying the room as it is when written.
+        let undoMayChange = Self.undoMayChange(update)
         if let pending = pendingRoom {
-            pendingRoom = (update.replica, pending.takenAt)
+            pendingRoom = (update.replica, pending.takenAt, pending.undoMayHaveChanged || undoMayChange)
         } else {
-            pendingRoom = (update.replica, takenAt)
+            pendingRoom = (update.replica, takenAt, undoMayChange)
             continuation.push(.latestRoom)
         }
     }

@@ -10,8 +10,15 @@ import TandemMQTT
 /// session, not per message (MosquittoTransport's pull-through stream kept two more
 /// frames in each reading task).
 ///
-/// Like ``MosquittoTransport`` otherwise: QoS 1, the connection's edges on ``events``. A
-/// subscription lasts until the client shuts down (TandemClient never ends one sooner).
+/// Like ``MosquittoTransport`` otherwise (QoS 1 publishes, the connection's edges on
+/// ``events``) but for one thing: it subscribes at QoS 0. The session starts clean
+/// every time it connects, so the broker never sends a QoS 1 message of it again after a
+/// drop (the session is gone with the connection), and while the connection lives TCP
+/// delivers either: QoS 1 only added an acknowledgement to write for every message the
+/// session reads (a system call and the broker's handling of it, five for each drag
+/// update in a room of five). What a reconnect misses comes back as it did: the retained
+/// snapshots and lists, and the resends of what is pending. A subscription lasts until
+/// the client shuts down (TandemClient never ends one sooner).
 struct WebTransport: TandemTransport {
     let client: MQTTClient
 
@@ -34,7 +41,7 @@ struct WebTransport: TandemTransport {
 
     func subscribe(_ filters: [String]) async throws -> AsyncThrowingStream<TransportMessage, any Error> {
         let (stream, continuation) = AsyncThrowingStream<TransportMessage, any Error>.makeStream()
-        try await client.subscribe(filters, qos: .atLeastOnce) { message in
+        try await client.subscribe(filters, qos: .atMostOnce) { message in
             continuation.yield(TransportMessage(topic: message.topic, payload: message.payload, retained: message.retain))
         }
         return stream
