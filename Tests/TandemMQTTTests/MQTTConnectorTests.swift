@@ -22,9 +22,11 @@ import TestSupport
         return Int(line?.split(separator: "\t").last?.trimmingCharacters(in: .whitespaces) ?? "") ?? 0
     }
 
-    /// A hundred sessions connect, each gets what another publishes to it, and the
-    /// process has no more threads than before they connected.
-    @Test(.timeLimit(.minutes(2))) func aHundredSessionsShareTheLoopsThreads() async throws {
+    /// Two hundred sessions connect, each gets what another publishes to it, and the
+    /// process's threads do not grow with them (a thread each would add two hundred;
+    /// the other suites running beside this one start and end threads of their own, a
+    /// score or so, so the bound is half the sessions).
+    @Test(.timeLimit(.minutes(2))) func twoHundredSessionsShareTheLoopsThreads() async throws {
         try await withBroker(.open) { broker in
             let loop = try PollLoop(name: "test-many")
             let connector = MQTTConnector(name: "test-connect", threads: 2)
@@ -33,7 +35,7 @@ import TestSupport
                 connector.stop()
             }
             let before = Self.threads()
-            let clients = try (0..<100).map { i in try client(broker, loop: loop, connector: connector, id: "many-\(i)") }
+            let clients = try (0..<200).map { i in try client(broker, loop: loop, connector: connector, id: "many-\(i)") }
             let subscriptions = try await withThrowingTaskGroup(of: (Int, MQTTSubscription).self) { group in
                 for (i, c) in clients.enumerated() {
                     group.addTask {
@@ -47,10 +49,8 @@ import TestSupport
                 return all
             }
             let during = Self.threads()
-            print("threads: \(before) before, \(during) with 100 sessions connected")
-            // The cooperative pool may have started a thread meanwhile; a hundred sessions
-            // with a thread each would show a hundred.
-            #expect(during - before < 10)
+            print("threads: \(before) before, \(during) with 200 sessions connected")
+            #expect(during - before < 100)
             for (i, c) in clients.enumerated() {
                 try c.enqueue("many/\((i + 1) % clients.count)", payload: Array("to \((i + 1) % clients.count)".utf8))
             }
