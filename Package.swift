@@ -171,7 +171,7 @@ let package = Package(
         .target(
             name: "TandemWeb",
             dependencies: [
-                "TandemClient", "TandemCore",
+                "TandemClient", "TandemCore", "TandemMQTT",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
                 .product(name: "Logging", package: "swift-log"),
@@ -183,7 +183,7 @@ let package = Package(
         .executableTarget(
             name: "tandem-web",
             dependencies: [
-                "TandemWeb", "TandemCore", "TandemCommandLine", "TandemLogging",
+                "CMalloc", "TandemWeb", "TandemCore", "TandemCommandLine", "TandemLogging",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

@@ -36,11 +36,15 @@ public final class MQTTClient: Sendable {
 
     /// `loop`: the ``PollLoop`` that drives this session's socket once it is connected
     /// (its callbacks and `deliver` run on that loop's thread, with whatever else runs
-    /// there); nil: a thread of the client's own polls it. Connecting and reconnecting
-    /// are on the client's own thread either way.
-    public init(configuration: MQTTConfiguration, loop: PollLoop? = nil, logger: Logger = Logger(label: "tandem.mqtt")) throws(MQTTError) {
+    /// there); nil: a thread of the client's own polls it. `connector` (with a `loop`
+    /// only): the ``MQTTConnector`` whose threads connect and reconnect this client, so
+    /// that it has no thread of its own; nil: connecting and reconnecting are on the
+    /// client's own thread.
+    public init(
+        configuration: MQTTConfiguration, loop: PollLoop? = nil, connector: MQTTConnector? = nil, logger: Logger = Logger(label: "tandem.mqtt")
+    ) throws(MQTTError) {
         self.configuration = configuration
-        self.core = try ClientCore(configuration: configuration, loop: loop, logger: logger)
+        self.core = try ClientCore(configuration: configuration, loop: loop, connector: loop == nil ? nil : connector, logger: logger)
     }
 
     deinit {
@@ -157,6 +161,15 @@ final class ClientCore: @unchecked Sendable {
     static let clockBase = ContinuousClock.now
     /// The loop that drives the connected socket; nil: ``runLoop()`` polls it itself.
     let loop: PollLoop?
+    /// The threads that connect and reconnect this client (with a `loop` only); nil:
+    /// ``runLoop()`` on a thread of its own.
+    let connector: MQTTConnector?
+    /// The loop's bookkeeping of this client, touched only by the loop thread: its slot
+    /// in the epoll set (0: not attached) and the socket registered there.
+    var loopSlot: UInt64 = 0
+    var loopSocket: Int32 = -1
+    /// In the loop's list of clients to write (``PollLoop/markDirty(_:)``).
+    let loopDirty = Atomic<Bool>(false)
     /// Signalled by the loop when it lets go of the socket (``loopFailed(_:)``).
     let handedBack = DispatchSemaphore(value: 0)
     /// The code the loop handed the socket back with (loop thread writes, then signals).
@@ -189,6 +202,9 @@ final class ClientCore: @unchecked Sendable {
         var outbox: [Outgoing] = []
         /// Set by ``ClientCore/cutOff(reason:)`` or a closed gate: nothing more is sent.
         var cutReason: String?
+        /// What ``ClientCore/runLoop()`` keeps in its locals, for a client connected by an
+        /// ``MQTTConnector`` (MQTTClient+Connector.swift).
+        var pooled = Pooled()
     }
 
     /// At most this many messages wait for a connection; more are refused.
@@ -214,20 +230,23 @@ final class ClientCore: @unchecked Sendable {
         var continuation: CheckedContinuation<Void, any Error>?
     }
 
-    init(configuration: MQTTConfiguration, loop: PollLoop?, logger: Logger) throws(MQTTError) {
+    init(configuration: MQTTConfiguration, loop: PollLoop?, connector: MQTTConnector? = nil, logger: Logger) throws(MQTTError) {
         _ = LibMosquitto.initialised
         self.configuration = configuration
         self.loop = loop
+        self.connector = connector
         self.logger = logger
         (events, eventsContinuation) = AsyncStream.makeStream(of: MQTTConnectionEvent.self, bufferingPolicy: .bufferingNewest(64))
-        let fd = eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC))
-        guard fd >= 0 else {
+        // A connector's client never polls by itself (the loop wakes on its own eventfd):
+        // no descriptor of its own, which counts with thousands of sessions.
+        let fd = connector != nil ? -1 : eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC))
+        guard connector != nil || fd >= 0 else {
             throw MQTTError(.library(code: MOSQ_ERR_ERRNO.rawValue), "eventfd failed for client id \(configuration.clientId): \(String(cString: strerror(errno)))")
         }
         wakeFD = fd
         let cleanStart = configuration.session == .cleanStart
         guard let handle = mosquitto_new(configuration.clientId, cleanStart, nil) else {
-            close(fd)
+            if fd >= 0 { close(fd) }
             throw MQTTError(.library(code: MOSQ_ERR_NOMEM.rawValue), "mosquitto_new failed for client id \(configuration.clientId)")
         }
         mosq = handle
@@ -235,14 +254,14 @@ final class ClientCore: @unchecked Sendable {
             try configure()
         } catch {
             mosquitto_destroy(handle)
-            close(fd)
+            if fd >= 0 { close(fd) }
             throw error
         }
     }
 
     deinit {
         mosquitto_destroy(mosq)
-        close(wakeFD)
+        if wakeFD >= 0 { close(wakeFD) }
     }
 
     private func configure() throws(MQTTError) {
@@ -324,6 +343,7 @@ final class ClientCore: @unchecked Sendable {
         shutSocket()
         loop?.detach(self)
         wake.signal()
+        pooledWake()
     }
 
     /// The connection's socket, -1 without one.
@@ -376,6 +396,10 @@ final class ClientCore: @unchecked Sendable {
             return true
         }
         guard start else { return }
+        if let connector {
+            connector.submit { [self] in pooledStep() }
+            return
+        }
         let thread = Thread { [self] in self.runLoop() }
         thread.name = "mqtt-\(configuration.clientId)"
         thread.start()
@@ -558,6 +582,10 @@ final class ClientCore: @unchecked Sendable {
     /// success when it was asked to (or the client is stopping).
     func loopFailed(_ rc: Int32) {
         lastDriveCode = 0
+        if let connector {
+            connector.submit { [self] in pooledHandedBack(rc) }
+            return
+        }
         handBackCode.store(rc, ordering: .releasing)
         handedBack.signal()
     }
@@ -567,7 +595,7 @@ final class ClientCore: @unchecked Sendable {
     /// not yet taken the previous kick.
     func kick() {
         if let loop {
-            loop.wakeUp()
+            loop.markDirty(self)
             return
         }
         guard !wakePending.exchange(true, ordering: .sequentiallyConsistent) else { return }
@@ -642,7 +670,7 @@ final class ClientCore: @unchecked Sendable {
         state.withLock { $0.lastLibraryError = text }
     }
 
-    private func connectOnce() -> Int32 {
+    func connectOnce() -> Int32 {
         var props: OpaquePointer? = nil  // mosquitto_property list (opaque to Swift)
         if case .persistent(let expiry) = configuration.session {
             mosquitto_property_add_int32(&props, Int32(MQTT_PROP_SESSION_EXPIRY_INTERVAL.rawValue), expiry)
@@ -844,6 +872,18 @@ final class ClientCore: @unchecked Sendable {
         kick()
         loop?.detach(self)
         wake.signal()
+        if connector != nil {
+            // No thread to wait on: the connector's last step resumes this.
+            await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+                let stopped = state.withLock { s -> Bool in
+                    guard s.phase != .stopped else { return true }
+                    s.pooled.stopWaiters.append(done)
+                    return false
+                }
+                if stopped { done.resume() } else { pooledWake() }
+            }
+            return
+        }
         await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
             let thread = Thread { [self] in
                 loopFinished.wait()
@@ -865,9 +905,10 @@ final class ClientCore: @unchecked Sendable {
             kick()
             loop?.detach(self)
             wake.signal()
+            pooledWake()
             // On the loop's own thread, waiting would stop the loop that must hand the
-            // socket back: the client's thread ends on its own.
-            if loop?.isOnLoopThread != true { loopFinished.wait() }
+            // socket back: the client's thread ends on its own (a connector's thread too).
+            if loop?.isOnLoopThread != true, connector?.isOnConnectorThread != true { loopFinished.wait() }
         }
         eventsContinuation.finish()
     }

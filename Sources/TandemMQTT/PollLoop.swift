@@ -7,25 +7,42 @@ import Foundation
 import Synchronization
 
 /// One thread that does a consumer's work and its MQTT sessions' socket I/O, in turns:
-/// wait in `poll(2)` for the sockets, an eventfd or the next timer; read every socket
-/// that is readable (libmosquitto's callbacks run here); run the Swift jobs that were
-/// enqueued (it is a `SerialExecutor` and a `TaskExecutor`: a task that prefers it, and
-/// an actor that uses it, run on this thread); fire the timers that are due; write what
-/// was queued, each socket once. A busy loop then waits for what is left of
-/// ``turnSpacing`` before it polls again, so that what arrives in the meantime is taken
-/// in one wake: at load, one thread switch per turn instead of one per packet, and the
-/// publications of a turn written back to back.
+/// wait (in `ppoll(2)` on an epoll set holding the sockets and an eventfd) for a socket,
+/// the eventfd or the next timer; read every socket that is ready (libmosquitto's
+/// callbacks run here); run the Swift jobs that were enqueued (it is a `SerialExecutor`
+/// and a `TaskExecutor`: a task that prefers it, and an actor that uses it, run on this
+/// thread); fire the timers that are due; write what was queued, each socket that has
+/// something once. A busy loop then waits for what is left of ``turnSpacing`` before it
+/// polls again, so that what arrives in the meantime is taken in one wake: at load, one
+/// thread switch per turn instead of one per packet, and the publications of a turn
+/// written back to back.
 ///
-/// Connecting (which blocks in libmosquitto) and reconnecting stay on each client's own
-/// thread: a client attaches its socket here once connected (``MQTTClient`` with
+/// A turn costs what is ready, not how many sockets are attached: epoll says which
+/// sockets are readable, and only the sessions that queued a packet (``ClientCore/kick()``)
+/// or read one are written. Every client is looked at once each ``sweepInterval`` (its
+/// keepalive, its gate, anything left to write): thousands of sessions (tandem-web holds
+/// one per signed-in person) share one loop.
+///
+/// Connecting (which blocks in libmosquitto) and reconnecting happen on each client's
+/// own thread, or, for a client made with an ``MQTTConnector``, on that connector's few
+/// threads: a client attaches its socket here once connected (``MQTTClient`` with
 /// `loop:`) and is handed back the code of a failed read or write.
 ///
 /// `@unchecked Sendable`: the attached clients and the thread's own state are touched
-/// only by the loop thread; what other threads reach (jobs, timers, attach requests)
-/// is behind `shared`, a `Mutex`.
+/// only by the loop thread; what other threads reach (jobs, timers, attach requests,
+/// clients that queued a packet) is behind `shared`, a `Mutex`.
 public final class PollLoop: SerialExecutor, TaskExecutor, @unchecked Sendable {
     /// At load, the least time from one turn's wake to the next poll. Zero: poll again at once.
     public let turnSpacing: Duration
+    /// Whether a client's write is corked (``ClientCore/driveWrite(corked:)``): worth its
+    /// two more system calls where a session writes a batch a turn (the coordinator's),
+    /// not where each writes a packet or two (tandem-web's: an acknowledgement, an edit).
+    public let corksWrites: Bool
+    /// How often every attached client is looked at (its keepalive, its gate, anything
+    /// queued without a word to the loop): 100 ms by default, as a gate that closes must
+    /// be seen soon (the coordinator's lease). A loop of thousands of sessions with no
+    /// gate (tandem-web's) looks less often: the sweep is the one cost per session.
+    public let sweepInterval: Duration
     public let name: String
 
     struct Timer {
@@ -38,6 +55,8 @@ public final class PollLoop: SerialExecutor, TaskExecutor, @unchecked Sendable {
         var timers: [Timer] = []
         var attaching: [ClientCore] = []
         var detaching: [ObjectIdentifier] = []
+        /// Clients that queued a packet from another thread: written in the next turn.
+        var dirty: [ClientCore] = []
         var stopping = false
         /// The thread has ended: nothing more is run or driven.
         var stopped = false
@@ -59,25 +78,49 @@ public final class PollLoop: SerialExecutor, TaskExecutor, @unchecked Sendable {
     /// that a task that keeps enqueueing cannot keep the sockets waiting.
     static let passesPerTurn = 8
 
-    /// Loop-thread-only: the clients whose sockets it drives.
-    private var clients: [ClientCore] = []
+    /// The epoll set: the wake eventfd (data 0) and each attached client's socket (data:
+    /// the client's slot, never reused, so that an event of a socket let go is ignored).
+    let epollFD: Int32
 
-    /// Starts the loop's thread. `turnSpacing`: see the type's documentation. Throws when
-    /// the process has no file descriptor left for its wake-up eventfd.
-    public init(name: String, turnSpacing: Duration = .microseconds(1000)) throws(MQTTError) {
+    /// Loop-thread-only: the clients whose sockets it drives, by slot.
+    private var clients: [UInt64: ClientCore] = [:]
+    private var nextSlot: UInt64 = 1
+    /// Loop-thread-only: the slots whose socket is watched for writability too (a write
+    /// that did not finish).
+    private var watchingWrite: Set<UInt64> = []
+    /// Loop-thread-only: the clients to write this turn (they queued a packet on this
+    /// thread, read one, or became writable).
+    private var dirty: [ClientCore] = []
+
+    /// Starts the loop's thread. `turnSpacing`, `corksWrites`: see them. Throws when the
+    /// process has no file descriptor left for its wake-up eventfd or its epoll set.
+    public init(
+        name: String, turnSpacing: Duration = .microseconds(1000), corksWrites: Bool = true, sweepInterval: Duration = PollLoop.idleTimeout
+    ) throws(MQTTError) {
         self.name = name
         self.turnSpacing = turnSpacing
+        self.corksWrites = corksWrites
+        self.sweepInterval = max(.milliseconds(1), sweepInterval)
         let fd = eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC))
         guard fd >= 0 else {
             throw MQTTError(.library(code: MOSQ_ERR_ERRNO.rawValue), "eventfd failed for the loop \(name): \(String(cString: strerror(errno)))")
         }
+        let ep = epoll_create1(Int32(EPOLL_CLOEXEC))
+        guard ep >= 0, cpoll_epoll_ctl(ep, Int32(EPOLL_CTL_ADD), fd, UInt32(EPOLLIN.rawValue), 0) == 0 else {
+            let reason = String(cString: strerror(errno))
+            if ep >= 0 { close(ep) }
+            close(fd)
+            throw MQTTError(.library(code: MOSQ_ERR_ERRNO.rawValue), "epoll failed for the loop \(name): \(reason)")
+        }
         wakeFD = fd
+        epollFD = ep
         let thread = Thread { [self] in run() }
         thread.name = name
         thread.start()
     }
 
     deinit {
+        close(epollFD)
         close(wakeFD)
     }
 
@@ -149,6 +192,18 @@ public final class PollLoop: SerialExecutor, TaskExecutor, @unchecked Sendable {
         if refused { client.loopFailed(MOSQ_ERR_CONN_LOST.rawValue) } else { wakeUp() }
     }
 
+    /// `client` queued a packet (from any thread): it is written in this turn (on the loop
+    /// thread) or the next one. At most once in the list until written.
+    func markDirty(_ client: ClientCore) {
+        guard !client.loopDirty.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        if isOnLoopThread {
+            dirty.append(client)
+        } else {
+            shared.withLock { $0.dirty.append(client) }
+            wakeUp()
+        }
+    }
+
     /// Stops driving `client` after this turn's write (its thread then closes the socket
     /// or runs it itself); the loop answers with ``ClientCore/loopFailed(_:)`` and
     /// `MOSQ_ERR_SUCCESS`.
@@ -164,10 +219,11 @@ public final class PollLoop: SerialExecutor, TaskExecutor, @unchecked Sendable {
         defer { finished.signal() }
         let serial = asUnownedSerialExecutor()
         let task = asUnownedTaskExecutor()
-        var fds: [pollfd] = []
         var jobs: [UnownedJob] = []
         var due: [Timer] = []
-        var handBack: [(Int, Int32)] = []
+        var handBack: [(UInt64, Int32)] = []
+        var readyData = [UInt64](repeating: 0, count: 256)
+        var readyEvents = [UInt32](repeating: 0, count: 256)
         var lastWake = ContinuousClock.now
         var lastMisc = ContinuousClock.now
         var reruns = 0
@@ -178,6 +234,10 @@ public final class PollLoop: SerialExecutor, TaskExecutor, @unchecked Sendable {
             due.removeAll(keepingCapacity: true)
             let attaching = shared.withLock { s -> [ClientCore] in
                 swap(&jobs, &s.jobs)
+                if !s.dirty.isEmpty {
+                    dirty.append(contentsOf: s.dirty)
+                    s.dirty.removeAll(keepingCapacity: true)
+                }
                 if let next = s.nextTimer, next <= .now {
                     let now = ContinuousClock.now
                     // Several due in one turn (a late turn) fire in their deadlines' order.
@@ -188,7 +248,8 @@ public final class PollLoop: SerialExecutor, TaskExecutor, @unchecked Sendable {
                 defer { s.attaching.removeAll() }
                 return s.attaching
             }
-            clients.append(contentsOf: attaching)
+            handBack.removeAll(keepingCapacity: true)
+            for client in attaching { add(client) }
             for job in jobs { job.runSynchronously(isolatedTo: serial, taskExecutor: task) }
             for timer in due { timer.body() }
             // What those enqueued runs in this turn too, before anything is written (a
@@ -201,21 +262,32 @@ public final class PollLoop: SerialExecutor, TaskExecutor, @unchecked Sendable {
             }
             reruns = 0
 
-            // Write what this turn queued, each socket once; keepalive and the gates.
-            handBack.removeAll(keepingCapacity: true)
-            for (i, client) in clients.enumerated() where client.driveWrite(corked: true) != MOSQ_ERR_SUCCESS.rawValue {
-                handBack.append((i, client.lastDriveCode))
-            }
+            // Write what this turn queued, each socket that has something once.
             let now = ContinuousClock.now
-            if now - lastMisc >= .milliseconds(100) {
+            let sweep = now - lastMisc >= sweepInterval
+            if sweep {
+                // Every client once an idle timeout: keepalive, the gates, and a write
+                // for anything queued without a word to the loop.
                 lastMisc = now
-                for (i, client) in clients.enumerated() where !handBack.contains(where: { $0.0 == i }) {
+                dirty.removeAll(keepingCapacity: true)
+                for (slot, client) in clients {
+                    client.loopDirty.store(false, ordering: .releasing)
                     if client.gateClosed {
-                        handBack.append((i, MOSQ_ERR_SUCCESS.rawValue))
+                        handBack.append((slot, MOSQ_ERR_SUCCESS.rawValue))
                     } else if mosquitto_loop_misc(client.mosq) != MOSQ_ERR_SUCCESS.rawValue || mosquitto_socket(client.mosq) < 0 {
-                        handBack.append((i, MOSQ_ERR_CONN_LOST.rawValue))
+                        handBack.append((slot, MOSQ_ERR_CONN_LOST.rawValue))
+                    } else {
+                        write(client, slot: slot, into: &handBack)
                     }
                 }
+            } else {
+                for client in dirty {
+                    client.loopDirty.store(false, ordering: .releasing)
+                    let slot = client.loopSlot
+                    guard slot != 0, clients[slot] === client else { continue }
+                    write(client, slot: slot, into: &handBack)
+                }
+                dirty.removeAll(keepingCapacity: true)
             }
             // Asked to let go (stopping, cut off): after the write, so that a DISCONNECT
             // queued by a shutdown has left. With it, in one look: whether anything
@@ -225,8 +297,8 @@ public final class PollLoop: SerialExecutor, TaskExecutor, @unchecked Sendable {
                 return (s.detaching, s.stopping, !s.jobs.isEmpty || !s.attaching.isEmpty, s.nextTimer)
             }
             for id in detaching {
-                if let i = clients.firstIndex(where: { ObjectIdentifier($0) == id }), !handBack.contains(where: { $0.0 == i }) {
-                    handBack.append((i, MOSQ_ERR_SUCCESS.rawValue))
+                if let (slot, _) = clients.first(where: { ObjectIdentifier($0.value) == id }), !handBack.contains(where: { $0.0 == slot }) {
+                    handBack.append((slot, MOSQ_ERR_SUCCESS.rawValue))
                 }
             }
             handOver(handBack)
@@ -240,43 +312,49 @@ public final class PollLoop: SerialExecutor, TaskExecutor, @unchecked Sendable {
                 if nap > .microseconds(20) { Self.sleep(nap) }
             }
 
-            // Poll: the wake eventfd and each client's socket, until the next timer (to the
-            // microsecond, ppoll: a timer 300 µs away is not rounded to a millisecond).
-            fds.removeAll(keepingCapacity: true)
-            fds.append(pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0))
-            for client in clients {
-                let sock = mosquitto_socket(client.mosq)
-                fds.append(pollfd(fd: sock, events: Int16(POLLIN) | (mosquitto_want_write(client.mosq) ? Int16(POLLOUT) : 0), revents: 0))
-            }
+            // Wait on the epoll set until the next timer (to the microsecond, ppoll on the
+            // epoll descriptor: a timer 300 µs away is not rounded to a millisecond).
             let timeout: Duration = shared.withLock { s in
-                if !s.jobs.isEmpty || !s.attaching.isEmpty || !s.detaching.isEmpty || s.stopping { return .zero }
+                if !s.jobs.isEmpty || !s.attaching.isEmpty || !s.detaching.isEmpty || !s.dirty.isEmpty || s.stopping { return .zero }
                 guard let next = s.nextTimer else { return Self.idleTimeout }
                 return max(.zero, min(Self.idleTimeout, next - ContinuousClock.now))
             }
             var wait = Self.timespec(timeout)
-            let ready = fds.withUnsafeMutableBufferPointer { ppoll($0.baseAddress, nfds_t($0.count), &wait, nil) }
+            var set = pollfd(fd: epollFD, events: Int16(POLLIN), revents: 0)
+            let ready = ppoll(&set, 1, &wait, nil)
             // A wake: something to read, or a timer due (its turn does work). The idle
             // timeout is none: what arrives just after it is read at once.
             if ready > 0 || timeout < Self.idleTimeout { lastWake = ContinuousClock.now }
             guard ready > 0 else { continue }
-            if fds[0].revents & Int16(POLLIN) != 0 {
-                var count: UInt64 = 0
-                _ = read(wakeFD, &count, MemoryLayout<UInt64>.size)
-                wakePending.store(false, ordering: .sequentiallyConsistent)
-            }
-            // Read every readable socket (callbacks run here and may enqueue jobs, which
-            // the next turn runs before it writes).
+            // Read every ready socket (callbacks run here and may enqueue jobs, which the
+            // next turn runs before it writes); what a read queued (acknowledgements) is
+            // written in the next turn.
             handBack.removeAll(keepingCapacity: true)
-            for (i, client) in clients.enumerated() {
-                let revents = fds[i + 1].revents
+            let count = readyData.withUnsafeMutableBufferPointer { data in
+                readyEvents.withUnsafeMutableBufferPointer { events in
+                    cpoll_epoll_ready(epollFD, data.baseAddress, events.baseAddress, Int32(data.count))
+                }
+            }
+            for i in 0..<Int(max(0, count)) {
+                let slot = readyData[i], events = readyEvents[i]
+                if slot == 0 {
+                    var value: UInt64 = 0
+                    _ = read(wakeFD, &value, MemoryLayout<UInt64>.size)
+                    wakePending.store(false, ordering: .sequentiallyConsistent)
+                    continue
+                }
+                guard let client = clients[slot] else { continue }
+                let readable = events & UInt32(EPOLLIN.rawValue | EPOLLHUP.rawValue | EPOLLERR.rawValue) != 0
+                let writable = events & UInt32(EPOLLOUT.rawValue) != 0
                 // With TLS a handshake or renegotiation goes on in libmosquitto's read, also
                 // when the socket is writable (as ClientCore.loopOnce does).
-                let tlsWritable = revents & Int16(POLLOUT) != 0 && client.configuration.tls != nil
-                if revents & Int16(POLLIN | POLLHUP | POLLERR) != 0 || tlsWritable, client.driveRead() != MOSQ_ERR_SUCCESS.rawValue {
-                    handBack.append((i, client.lastDriveCode))
-                } else if revents & Int16(POLLOUT) != 0, client.driveWrite(corked: true) != MOSQ_ERR_SUCCESS.rawValue {
-                    handBack.append((i, client.lastDriveCode))
+                if readable || (writable && client.configuration.tls != nil) {
+                    if client.driveRead() != MOSQ_ERR_SUCCESS.rawValue {
+                        handBack.append((slot, client.lastDriveCode))
+                        continue
+                    }
                 }
+                markDirty(client)
             }
             handOver(handBack)
         }
@@ -284,22 +362,65 @@ public final class PollLoop: SerialExecutor, TaskExecutor, @unchecked Sendable {
         // once (``attach(_:)``).
         let late = shared.withLock { s -> [ClientCore] in
             s.stopped = true
+            s.dirty.removeAll()
             defer { s.attaching.removeAll() }
             return s.attaching
         }
-        for client in clients { client.loopFailed(MOSQ_ERR_SUCCESS.rawValue) }
+        dirty.removeAll()
+        handOver(clients.keys.map { ($0, MOSQ_ERR_SUCCESS.rawValue) })
         for client in late { client.loopFailed(MOSQ_ERR_CONN_LOST.rawValue) }
-        clients.removeAll()
         threadId.store(0, ordering: .releasing)
     }
 
-    /// The longest wait: the clients' keepalive and gates are looked at this often.
-    static let idleTimeout = Duration.milliseconds(100)
+    /// Starts driving `client`'s socket: in the epoll set under a new slot, and written
+    /// this turn (its CONNECT waits).
+    private func add(_ client: ClientCore) {
+        let sock = mosquitto_socket(client.mosq)
+        let slot = nextSlot
+        nextSlot += 1
+        guard sock >= 0, cpoll_epoll_ctl(epollFD, Int32(EPOLL_CTL_ADD), sock, UInt32(EPOLLIN.rawValue), slot) == 0 else {
+            client.loopFailed(MOSQ_ERR_CONN_LOST.rawValue)
+            return
+        }
+        client.loopSlot = slot
+        client.loopSocket = sock
+        clients[slot] = client
+        client.loopDirty.store(true, ordering: .releasing)
+        dirty.append(client)
+    }
 
-    /// Lets go of the clients at these indices, each with its code.
-    private func handOver(_ list: [(Int, Int32)]) {
-        for (i, code) in list.sorted(by: { $0.0 > $1.0 }) {
-            clients.remove(at: i).loopFailed(code)
+    /// Writes what `client` queued; a write that could not finish has the socket watched
+    /// for writability until it does.
+    private func write(_ client: ClientCore, slot: UInt64, into handBack: inout [(UInt64, Int32)]) {
+        guard client.driveWrite(corked: corksWrites) == MOSQ_ERR_SUCCESS.rawValue else {
+            handBack.append((slot, client.lastDriveCode))
+            return
+        }
+        let pending = mosquitto_want_write(client.mosq)
+        guard pending != watchingWrite.contains(slot) else { return }
+        let events = UInt32(EPOLLIN.rawValue) | (pending ? UInt32(EPOLLOUT.rawValue) : 0)
+        _ = cpoll_epoll_ctl(epollFD, Int32(EPOLL_CTL_MOD), client.loopSocket, events, slot)
+        if pending { watchingWrite.insert(slot) } else { watchingWrite.remove(slot) }
+    }
+
+    /// The longest wait: the clients' keepalive and gates are looked at this often.
+    public static let idleTimeout = Duration.milliseconds(100)
+
+    /// Lets go of the clients in these slots, each with its code (a slot listed twice
+    /// is let go once).
+    private func handOver(_ list: [(UInt64, Int32)]) {
+        for (slot, code) in list {
+            guard let client = clients.removeValue(forKey: slot) else { continue }
+            watchingWrite.remove(slot)
+            // The socket may be closed already (libmosquitto closes it on a failure), and
+            // closing takes it out of the set; the descriptor may even be another's by now,
+            // so only a socket still the client's is taken out.
+            if mosquitto_socket(client.mosq) == client.loopSocket {
+                _ = cpoll_epoll_ctl(epollFD, Int32(EPOLL_CTL_DEL), client.loopSocket, 0, 0)
+            }
+            client.loopSlot = 0
+            client.loopSocket = -1
+            client.loopFailed(code)
         }
     }
 

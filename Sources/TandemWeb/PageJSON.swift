@@ -26,8 +26,18 @@ enum PageJSON {
     /// pending edits laid over (`known`: false before any snapshot came: a room that
     /// does not exist yet, or one this user may not read), and whether this person has
     /// anything to undo or redo there (`undo`: their stacks in the room, as the session's
-    /// client holds them).
+    /// client holds them). ``RoomFrames`` writes the same bytes, the room's part shared.
     static func room(_ replica: RoomReplica, undo: UndoHistory?) -> JSON {
+        guard case .object(var members) = roomBody(replica) else { return roomBody(replica) }
+        members.append(JSON.Member("canUndo", .bool(undo?.canUndo ?? false)))
+        members.append(JSON.Member("canRedo", .bool(undo?.canRedo ?? false)))
+        return .object(members)
+    }
+
+    /// The part of a `room` frame that is the room's (all but `canUndo` and `canRedo`,
+    /// which are the person's): the same for every page that shows the room at a version
+    /// without edits of its own pending.
+    static func roomBody(_ replica: RoomReplica) -> JSON {
         .obj([
             "type": "room",
             "room": .string(replica.roomId),
@@ -38,8 +48,6 @@ enum PageJSON {
             "stickers": .array(replica.visibleStickers.map { sticker in
                 .obj(["id": .string(sticker.id), "image": .string(sticker.image), "frame": sticker.frame.json(), "owner": JSON(sticker.owner)])
             }),
-            "canUndo": .bool(undo?.canUndo ?? false),
-            "canRedo": .bool(undo?.canRedo ?? false),
         ])
     }
 

@@ -2,6 +2,7 @@ import Logging
 import ServiceLifecycle
 import TandemClient
 import TandemCore
+import TandemMQTT
 
 /// Where the web server's broker is, and how sessions behave.
 public struct WebSettings: Sendable {
@@ -19,11 +20,21 @@ public struct WebSettings: Sendable {
     public var connectTimeout: Duration
     /// The most tabs one session may have open; the next is refused (429).
     public var maxTabsPerSession: Int
+    /// At load, the least time between two turns of the loop that drives every session's
+    /// MQTT socket (``PollLoop/turnSpacing``): what arrives meanwhile is read in one wake.
+    public var turnSpacing: Duration
+    /// The most sessions at once; the next sign-in is refused (503) until one ends. Each
+    /// session holds about four open files, and a process out of them does not fail one
+    /// sign-in but everything (libdispatch stops the process when it cannot open a file
+    /// of /proc): tandem-web sets this from its open-file limit
+    /// (``SessionStore/sessionLimit(openFiles:)``).
+    public var maxSessions: Int
 
     public init(
         brokerHost: String = "127.0.0.1", brokerPort: Int = 1883, tls: MQTTTLS? = nil, topicRoot: String = Topics.defaultRoot,
         tabGrace: Duration = .seconds(5), framesPerSecond: Double = 50, frameBurst: Double = 100,
-        connectTimeout: Duration = .seconds(5), maxTabsPerSession: Int = 16
+        connectTimeout: Duration = .seconds(5), maxTabsPerSession: Int = 16, turnSpacing: Duration = .milliseconds(2),
+        maxSessions: Int = .max
     ) {
         self.brokerHost = brokerHost
         self.brokerPort = brokerPort
@@ -34,6 +45,8 @@ public struct WebSettings: Sendable {
         self.frameBurst = frameBurst
         self.connectTimeout = connectTimeout
         self.maxTabsPerSession = maxTabsPerSession
+        self.turnSpacing = turnSpacing
+        self.maxSessions = maxSessions
     }
 }
 
@@ -54,39 +67,83 @@ public enum SignInError: Error, Sendable, Equatable, CustomStringConvertible {
 
 /// The signed-in sessions, by the secret their cookie carries. A `Service`: on shutdown
 /// every session ends (each person's presence says offline).
+///
+/// Every session keeps its own MQTT connection under its own broker account (the broker
+/// decides what each person reads and writes), but none has a thread: one ``PollLoop``
+/// reads and writes all their sockets, and an ``MQTTConnector`` of two threads connects
+/// and reconnects them. The threads of the process do not grow with its sessions.
 public actor SessionStore: Service {
     public nonisolated let settings: WebSettings
     public nonisolated let metrics: WebMetrics
     private let logger: Logger
     private var sessions: [String: WebSession] = [:]
+    /// Sign-ins under way (they count against ``WebSettings/maxSessions`` too).
+    private var signingIn = 0
+    /// The loop that drives every session's MQTT socket, and the threads that connect them.
+    nonisolated let loop: PollLoop
+    nonisolated let connector: MQTTConnector
+    /// The `room` frames, the room's part written once per version for every tab.
+    nonisolated let roomFrames: RoomFrames
 
-    public init(settings: WebSettings, metrics: WebMetrics = WebMetrics(), logger: Logger = Logger(label: "tandem.web")) {
+    public init(settings: WebSettings, metrics: WebMetrics = WebMetrics(), logger: Logger = Logger(label: "tandem.web")) throws {
         self.settings = settings
         self.metrics = metrics
         self.logger = logger
+        // No gate to watch, and keepalives of a minute: each session is looked at once a
+        // second, not ten times.
+        loop = try PollLoop(name: "web-mqtt", turnSpacing: settings.turnSpacing, corksWrites: false, sweepInterval: .seconds(1))
+        connector = MQTTConnector(name: "web-connect", threads: 2)
+        roomFrames = RoomFrames(metrics: metrics)
+    }
+
+    /// The loop's and the connector's threads end (after every session has: ``run()``).
+    private func stopThreads() {
+        loop.stop()
+        connector.stop()
     }
 
     /// Opens `username`'s own MQTT session with `password`; returns the web session.
     public func signIn(username: String, password: String) async throws(SignInError) -> WebSession {
+        guard sessions.count + signingIn < settings.maxSessions else {
+            logger.warning("sign-in of \(username) refused: \(sessions.count) sessions, the most this process takes")
+            throw .unreachable("this server holds as many sessions as it can (\(settings.maxSessions)); try again later")
+        }
+        signingIn += 1
+        defer { signingIn -= 1 }
         let token = Self.newToken()
         let clientId = "web-\(username.prefix(40))-\(token.prefix(8))"
         let client: TandemClient
         do {
             var clientLogger = logger
             clientLogger[metadataKey: "user"] = .string(username)
-            client = try TandemClient(
-                host: settings.brokerHost, port: settings.brokerPort, username: username, password: password, tls: settings.tls,
-                user: username, clientId: clientId, topics: Topics(root: settings.topicRoot), logger: clientLogger)
+            let topics = Topics(root: settings.topicRoot)
+            // What MosquittoTransport(host:...) sets up (the retained offline will, a clean
+            // session), on the shared loop and connector.
+            let mqtt = try MQTTClient(
+                configuration: MQTTConfiguration(
+                    host: settings.brokerHost, port: settings.brokerPort, clientId: clientId, username: username, password: password,
+                    will: MQTTWill(topic: topics.presence(user: username, clientId: clientId),
+                                   payload: TandemClient.offline, qos: .atLeastOnce, retain: true),
+                    session: .cleanStart, tls: settings.tls),
+                loop: loop, connector: connector, logger: clientLogger)
+            client = TandemClient(
+                transport: WebTransport(client: mqtt), user: username, clientId: clientId, topics: topics, logger: clientLogger)
         } catch {
             throw .unreachable("the MQTT client could not be set up: \(error)")
         }
         let session = WebSession(
-            token: token, user: username, client: client, tabGrace: settings.tabGrace,
+            token: token, user: username, client: client, roomFrames: roomFrames, tabGrace: settings.tabGrace,
             pacer: TokenBucket(ratePerSecond: settings.framesPerSecond, burst: settings.frameBurst, now: WallClock.now()), logger: logger)
         do {
-            try await session.start(timeout: settings.connectTimeout) { [weak self] ended in
-                await self?.forget(ended)
-            }
+            // Detached from the request: the tasks the session and its client start copy
+            // the task-local values of the task that starts them, a slab of memory each
+            // (about 8 KB a session); a detached task has none.
+            let timeout = settings.connectTimeout
+            try await Task.detached {
+                try await session.start(timeout: timeout) { [weak self] ended in
+                    await self?.forget(ended)
+                }
+            }.value
         } catch TandemClientError.connectFailed(let reason) where Self.refusedCredentials(reason) {
             logger.info("sign-in of \(username) refused: \(reason)")
             throw .refused(reason)
@@ -140,6 +197,14 @@ public actor SessionStore: Service {
     public func run() async throws {
         try? await gracefulShutdown()
         await endAll()
+        stopThreads()
+    }
+
+    /// The most sessions a process with `openFiles` descriptors can hold: four each (the
+    /// MQTT socket, libmosquitto's wake-up pair, a tab's WebSocket), after a tenth and
+    /// 256 are kept for more tabs, HTTP requests and the process itself.
+    public static func sessionLimit(openFiles: Int) -> Int {
+        max(1, (openFiles - 256) * 9 / 10 / 4)
     }
 
     /// Whether a connect failure is the broker turning the account away (TandemMQTT's

@@ -18,7 +18,16 @@ actor Tab {
     private var watchedRoom: String?
     /// The watched room's latest state not yet written, and when the oldest change it
     /// holds was taken from the client (one ``OutFrame/latestRoom`` is queued for it).
-    private var pendingRoom: (replica: RoomReplica, takenAt: ContinuousClock.Instant)?
+    private var pendingRoom: (replica: RoomReplica, takenAt: ContinuousClock.Instant, undoMayHaveChanged: Bool)?
+    /// The person's undo and redo in the watched room as the last room frame said them:
+    /// asked of the client again (a hop to its actor) only after an update that can
+    /// change them (``undoMayChange(_:)``), not for every change someone else made.
+    private var undoShown: UndoState?
+
+    struct UndoState {
+        var canUndo: Bool
+        var canRedo: Bool
+    }
     private var roomTask: Task<Void, Never>?
     private var receiptTask: Task<Void, Never>?
     /// Follows the watched room's cursors (the other members' pointers).
@@ -61,8 +70,8 @@ actor Tab {
                     for await frame in frames {
                         if let json = frame.json {
                             try await outbound.write(.text(json.text))
-                        } else if let (json, takenAt) = await tab.takeRoom() {
-                            try await outbound.write(.text(json.text))
+                        } else if let (text, takenAt) = await tab.takeRoom() {
+                            try await outbound.write(.text(text))
                             metrics.updateToFrame.record(ContinuousClock.now - takenAt)
                         } else {
                             continue
@@ -154,7 +163,7 @@ actor Tab {
         case .success(.history(let peer, let before)):
             // A query round trip: off the tab's reading, so that edits are not held up.
             let client = session.client
-            Task { [weak self] in
+            Task.detached { [weak self] in
                 do {
                     let page = try await client.dmHistory(with: peer, before: before, limit: PageJSON.recentMessages)
                     await self?.send(PageJSON.history(page, before: before))
@@ -172,7 +181,7 @@ actor Tab {
         case .success(.roomHistory(let room, let before)):
             // A query round trip, off the tab's reading like a chat's history.
             let client = session.client
-            Task { [weak self] in
+            Task.detached { [weak self] in
                 let frame: JSON
                 do {
                     let answer = try await client.history(room: room, before: before, limit: PageFrame.historyPage)
@@ -213,7 +222,7 @@ actor Tab {
         // In the order the page sent them: tasks started one after another may reach the
         // client in any order, and the stack's top must go to the first undo asked for.
         let previous = lastUndo
-        lastUndo = Task { [weak self] in
+        lastUndo = Task.detached { [weak self] in
             await previous?.value
             let client = session.client
             var frame: JSON
@@ -250,10 +259,18 @@ actor Tab {
     /// What this person can undo or redo in `room` changed: the room goes out again,
     /// carrying it (``takeRoom()`` reads it when the frame is written).
     func refreshRoom(_ room: String) async {
-        guard room == watchedRoom, pendingRoom == nil, let replica = await session.client.replica(of: room) else { return }
+        guard room == watchedRoom else { return }
+        undoShown = nil
+        // A room frame already queued asks again when it is written.
+        if pendingRoom != nil { pendingRoom?.undoMayHaveChanged = true }
+        guard pendingRoom == nil, let replica = await session.client.replica(of: room) else { return }
         // Again: the tab may have moved on, or queued the room, while the client answered.
-        guard room == watchedRoom, pendingRoom == nil else { return }
-        pendingRoom = (replica, ContinuousClock.now)
+        guard room == watchedRoom else { return }
+        if pendingRoom != nil {
+            pendingRoom?.undoMayHaveChanged = true
+            return
+        }
+        pendingRoom = (replica, ContinuousClock.now, true)
         continuation.push(.latestRoom)
     }
 
@@ -263,11 +280,25 @@ actor Tab {
 
     /// The watched room's latest state, as a frame, for the socket to write now, with
     /// what the person can undo and redo in it as of now.
-    func takeRoom() async -> (JSON, ContinuousClock.Instant)? {
+    func takeRoom() async -> (String, ContinuousClock.Instant)? {
         guard let pending = pendingRoom else { return nil }
         pendingRoom = nil
-        let undo = await session.client.undoHistory(of: pending.replica.roomId)
-        return (PageJSON.room(pending.replica, undo: undo), pending.takenAt)
+        var undo = undoShown
+        if pending.undoMayHaveChanged || undo == nil {
+            let history = await session.client.undoHistory(of: pending.replica.roomId)
+            undo = UndoState(canUndo: history?.canUndo ?? false, canRedo: history?.canRedo ?? false)
+            // Unless the tab moved on meanwhile, or an update that can change them came.
+            if watchedRoom == pending.replica.roomId, pendingRoom?.undoMayHaveChanged != true { undoShown = undo }
+        }
+        return (session.roomFrames.frame(pending.replica, canUndo: undo!.canUndo, canRedo: undo!.canRedo), pending.takenAt)
+    }
+
+    /// Whether `update` can change what the person can undo or redo in its room: all but
+    /// a change that someone else's edit made (the client's undo stacks move with the
+    /// person's own edits and their receipts, a new epoch and a restore).
+    static func undoMayChange(_ update: RoomUpdate) -> Bool {
+        guard case .changes(let changes, _) = update.cause else { return true }
+        return changes.changes.contains { $0.type == .restore }
     }
 
     private func refuse(_ problem: PageFrame.Problem) {
@@ -290,6 +321,7 @@ actor Tab {
         }
         watchedRoom = room
         pendingRoom = nil
+        undoShown = nil
         let updates: AsyncStream<RoomUpdate>
         do {
             updates = try await session.client.roomUpdates(room)
@@ -301,7 +333,7 @@ actor Tab {
             send(PageJSON.room(replica, undo: await client.undoHistory(of: room)))
             await session.notePeople(replica.members.map(\.userId), from: "room:\(room)")
         }
-        roomTask = Task { [weak self] in
+        roomTask = Task.detached { [weak self] in
             var members: [RoomMember] = []
             for await update in updates {
                 guard let self, !Task.isCancelled else { return }
@@ -317,7 +349,7 @@ actor Tab {
         do {
             let cursors = try await client.cursors(room: room)
             guard room == watchedRoom else { return }
-            cursorTask = Task { [weak self] in
+            cursorTask = Task.detached { [weak self] in
                 for await cursor in cursors {
                     guard let self, !Task.isCancelled else { return }
                     await self.forward(cursor, of: room)
@@ -342,17 +374,18 @@ actor Tab {
             return
         }
         // Coalesced: one frame queued at a time, carrying the room as it is when written.
+        let undoMayChange = Self.undoMayChange(update)
         if let pending = pendingRoom {
-            pendingRoom = (update.replica, pending.takenAt)
+            pendingRoom = (update.replica, pending.takenAt, pending.undoMayHaveChanged || undoMayChange)
         } else {
-            pendingRoom = (update.replica, takenAt)
+            pendingRoom = (update.replica, takenAt, undoMayChange)
             continuation.push(.latestRoom)
         }
     }
 
     private func followReceipts() async {
         let receipts = await session.client.receipts()
-        receiptTask = Task { [weak self] in
+        receiptTask = Task.detached { [weak self] in
             for await event in receipts {
                 guard let self else { return }
                 guard case .settled(let outgoing, let receipt) = event else { continue }

@@ -20,6 +20,7 @@ public final class WebMetrics: Sendable {
         public static let framesPaced = "tandem_web_frames_paced_total"
         public static let frameToPublish = "tandem_web_frame_to_publish_seconds"
         public static let updateToFrame = "tandem_web_update_to_frame_seconds"
+        public static let roomFrames = "tandem_web_room_frames_total"
     }
 
     /// How a sign-in ended (`tandem_web_sign_ins_total{result}`).
@@ -45,6 +46,10 @@ public final class WebMetrics: Sendable {
     let paced: Counter
     let frameToPublish: DurationHistogram
     let updateToFrame: DurationHistogram
+    /// `room` frames whose room part was written for them, and those that copied the
+    /// part another tab wrote for the same version (``RoomFrames``).
+    let roomFramesWritten: Counter
+    let roomFramesShared: Counter
 
     public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
         self.registry = registry
@@ -66,6 +71,9 @@ public final class WebMetrics: Sendable {
             descriptor: Self.describe(Name.frameToPublish, "From a page's frame read to its event handed to the MQTT client"), buckets: Self.latencyBuckets)
         updateToFrame = registry.makeDurationHistogram(
             descriptor: Self.describe(Name.updateToFrame, "From a room update taken from the MQTT client to its frame written to the page"), buckets: Self.latencyBuckets)
+        let roomFrames = Self.describe(Name.roomFrames, "Room frames by how their room part was had: written, or shared with another tab's")
+        roomFramesWritten = registry.makeCounter(descriptor: roomFrames, labels: [("part", "written")])
+        roomFramesShared = registry.makeCounter(descriptor: roomFrames, labels: [("part", "shared")])
     }
 
     /// A whole name as the coordinator writes them (the unit is in the name).

@@ -46,6 +46,8 @@ public actor WebSession {
     nonisolated let token: String
     public nonisolated let user: String
     public nonisolated let client: TandemClient
+    /// The process's room frames, shared by every session (``RoomFrames``).
+    nonisolated let roomFrames: RoomFrames
     private let logger: Logger
     private let tabGrace: Duration
     private var pacer: TokenBucket
@@ -74,8 +76,9 @@ public actor WebSession {
     private var onEnd: (@Sendable (WebSession) async -> Void)?
     public private(set) var hasEnded = false
 
-    init(token: String, user: String, client: TandemClient, tabGrace: Duration, pacer: TokenBucket, logger: Logger) {
+    init(token: String, user: String, client: TandemClient, roomFrames: RoomFrames, tabGrace: Duration, pacer: TokenBucket, logger: Logger) {
         self.token = token
+        self.roomFrames = roomFrames
         self.user = user
         self.client = client
         self.tabGrace = tabGrace
@@ -95,16 +98,16 @@ public actor WebSession {
             let online = try await client.onlineUsers(among: [user])
             let conversations = try await client.conversations()
             let workouts = try await client.allWorkoutSnapshots()
-            tasks.append(Task { [weak self] in
+            tasks.append(Task.detached { [weak self] in
                 for await list in rooms { await self?.receive(rooms: list) }
             })
-            tasks.append(Task { [weak self] in
+            tasks.append(Task.detached { [weak self] in
                 for await users in online { await self?.receive(online: users) }
             })
-            tasks.append(Task { [weak self] in
+            tasks.append(Task.detached { [weak self] in
                 for await replica in conversations { await self?.receive(replica) }
             })
-            tasks.append(Task { [weak self] in
+            tasks.append(Task.detached { [weak self] in
                 for await snapshot in workouts { await self?.receive(snapshot) }
             })
             try await client.connect(timeout: timeout)
@@ -226,7 +229,7 @@ public actor WebSession {
     private func scheduleEnd() {
         endTimer?.cancel()
         let grace = tabGrace
-        endTimer = Task { [weak self] in
+        endTimer = Task.detached { [weak self] in
             do { try await Task.sleep(for: grace) } catch { return }
             await self?.endIfIdle()
         }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import CMalloc
 import Foundation
 import Logging
 import ServiceLifecycle
@@ -70,13 +71,24 @@ struct TandemWebCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        // At most two malloc arenas (as the coordinator), before the threads that would
+        // each make one. MALLOC_ARENA_MAX in the environment still wins.
+        if ProcessInfo.processInfo.environment["MALLOC_ARENA_MAX"] == nil { _ = mallopt(M_ARENA_MAX, 2) }
         let settings = try resolve(environment: ProcessInfo.processInfo.environment)
         let (level, format) = (settings.level, settings.format)
         LoggingSystem.bootstrap { label in format.handler(label: label, level: level) }
         let logger = Logger(label: "tandem.web")
         let files = Self.raiseOpenFileLimit()
-        logger.info("open files: at most \(files) (about 5 a signed-in session)")
-        let store = SessionStore(settings: settings.web, logger: logger)
+        var web = settings.web
+        web.maxSessions = SessionStore.sessionLimit(openFiles: Int(files))
+        logger.info("open files: at most \(files), about 4 a signed-in session: at most \(web.maxSessions) sessions")
+        let store: SessionStore
+        do {
+            store = try SessionStore(settings: web, logger: logger)
+        } catch {
+            logger.critical("cannot start the MQTT loop", error: error)
+            throw ExitCode(1)
+        }
         let app = WebServer.application(store: store, host: settings.host, port: settings.port, logger: logger)
         do {
             try await app.runService(gracefulShutdownSignals: [.sigterm, .sigint])
@@ -86,13 +98,21 @@ struct TandemWebCommand: AsyncParsableCommand {
         }
     }
 
-    /// Each signed-in session holds about five descriptors (its MQTT socket,
-    /// libmosquitto's wake-up pair, an eventfd, a WebSocket); a soft limit of 1,024, a
-    /// common default, would stop the process at about 200 sessions. Raised to the hard
-    /// limit, as servers do; returns the limit in force.
+    /// Each signed-in session holds about four descriptors (its MQTT socket,
+    /// libmosquitto's wake-up pair, a WebSocket); a soft limit of 1,024, a common
+    /// default, would stop the process at about 250 sessions. Raised to the hard limit,
+    /// as servers do, and the hard limit itself to ``wantedOpenFiles`` where the process
+    /// may (root, or CAP_SYS_RESOURCE): 10,000 sessions need about 40,000. Returns the
+    /// limit in force.
     static func raiseOpenFileLimit() -> UInt {
         var limit = rlimit()
         guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return 0 }
+        if limit.rlim_max < wantedOpenFiles {
+            var raised = limit
+            raised.rlim_cur = wantedOpenFiles
+            raised.rlim_max = wantedOpenFiles
+            if setrlimit(Int32(RLIMIT_NOFILE.rawValue), &raised) == 0 { return UInt(wantedOpenFiles) }
+        }
         if limit.rlim_cur < limit.rlim_max {
             var raised = limit
             raised.rlim_cur = limit.rlim_max
@@ -100,4 +120,8 @@ struct TandemWebCommand: AsyncParsableCommand {
         }
         return UInt(limit.rlim_cur)
     }
+
+    /// The open files tandem-web asks for when the hard limit is lower: 10,000 sessions
+    /// at four each, and room to spare.
+    static let wantedOpenFiles: rlim_t = 65_536
 }

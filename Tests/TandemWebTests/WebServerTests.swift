@@ -17,12 +17,13 @@ import TestSupport
 
     /// The app on a free port over `broker` (no broker: one nobody listens on).
     static func app(
-        broker: MosquittoBroker?, tabGrace: Duration = .seconds(5), framesPerSecond: Double = 50, frameBurst: Double = 100
-    ) -> (some ApplicationProtocol, SessionStore) {
+        broker: MosquittoBroker?, tabGrace: Duration = .seconds(5), framesPerSecond: Double = 50, frameBurst: Double = 100,
+        maxSessions: Int = .max
+    ) throws -> (some ApplicationProtocol, SessionStore) {
         let settings = WebSettings(
             brokerHost: "127.0.0.1", brokerPort: broker?.port ?? 1, tabGrace: tabGrace, framesPerSecond: framesPerSecond,
-            frameBurst: frameBurst, connectTimeout: .seconds(3))
-        let store = SessionStore(settings: settings, logger: logger)
+            frameBurst: frameBurst, connectTimeout: .seconds(3), maxSessions: maxSessions)
+        let store = try SessionStore(settings: settings, logger: logger)
         return (WebServer.application(store: store, host: "127.0.0.1", port: 0, logger: logger), store)
     }
 
@@ -48,7 +49,7 @@ import TestSupport
     // MARK: Without a broker
 
     @Test func healthzAnswers() async throws {
-        let (app, _) = Self.app(broker: nil)
+        let (app, _) = try Self.app(broker: nil)
         try await app.test(.live) { client in
             let response = try await client.execute(uri: "/healthz", method: .get)
             #expect(response.status == .ok)
@@ -58,7 +59,7 @@ import TestSupport
     }
 
     @Test func servesThePage() async throws {
-        let (app, _) = Self.app(broker: nil)
+        let (app, _) = try Self.app(broker: nil)
         try await app.test(.live) { client in
             let page = try await client.execute(uri: "/", method: .get)
             #expect(page.status == .ok)
@@ -71,7 +72,7 @@ import TestSupport
     }
 
     @Test func withoutACookieNothingIsGiven() async throws {
-        let (app, _) = Self.app(broker: nil)
+        let (app, _) = try Self.app(broker: nil)
         try await app.test(.live) { client in
             let session = try await client.execute(uri: "/api/session", method: .get)
             #expect(session.status == .unauthorized)
@@ -90,7 +91,7 @@ import TestSupport
         (#"{"username":"alice","password":""# + String(repeating: "p", count: 5000) + #""}"#, .contentTooLarge),
     ])
     func malformedSignInIsRefused(_ text: String, _ status: HTTPResponse.Status) async throws {
-        let (app, _) = Self.app(broker: nil)
+        let (app, _) = try Self.app(broker: nil)
         try await app.test(.live) { client in
             let response = try await client.execute(uri: "/api/sign-in", method: .post, body: ByteBuffer(string: text))
             #expect(response.status == status)
@@ -100,7 +101,7 @@ import TestSupport
     }
 
     @Test func anUnreachableBrokerIsSaidSo() async throws {
-        let (app, _) = Self.app(broker: nil)
+        let (app, _) = try Self.app(broker: nil)
         try await app.test(.live) { client in
             let response = try await client.execute(
                 uri: "/api/sign-in", method: .post, body: Self.body(.obj(["username": "alice", "password": "alice-demo"])))
@@ -113,7 +114,7 @@ import TestSupport
 
     @Test func wrongPasswordIsRefused() async throws {
         try await withBroker(.shipped) { broker in
-            let (app, store) = Self.app(broker: broker)
+            let (app, store) = try Self.app(broker: broker)
             try await app.test(.live) { client in
                 let response = try await client.execute(
                     uri: "/api/sign-in", method: .post, body: Self.body(.obj(["username": "alice", "password": "wrong"])))
@@ -129,7 +130,7 @@ import TestSupport
         try await withBroker(.shipped) { broker in
             let watcher = try await TestPeer.connect(broker: broker, user: "carol", extraFilters: ["tandem/v1/presence/+/+"])
             defer { Task { await watcher.close() } }
-            let (app, store) = Self.app(broker: broker)
+            let (app, store) = try Self.app(broker: broker)
             try await app.test(.live) { client in
                 let response = try await client.execute(
                     uri: "/api/sign-in", method: .post, headers: [.contentType: "application/json"],
@@ -158,9 +159,32 @@ import TestSupport
         }
     }
 
+    /// A process full of sessions (its open-file limit, ``SessionStore/sessionLimit(openFiles:)``)
+    /// says so to the next sign-in (503) and takes one again once a session ended.
+    @Test func aFullServerRefusesTheNextSignInUntilASessionEnds() async throws {
+        try await withBroker(.shipped) { broker in
+            let (app, store) = try Self.app(broker: broker, maxSessions: 1)
+            try await app.test(.live) { client in
+                let alice = try await Self.signIn(client, "alice")
+                let bob = try await client.execute(
+                    uri: "/api/sign-in", method: .post, headers: [.contentType: "application/json"],
+                    body: Self.body(.obj(["username": "bob", "password": "bob-demo"])))
+                #expect(bob.status == .serviceUnavailable)
+                #expect(Self.json(bob)?["error"]?.stringValue?.contains("as many sessions as it can") == true)
+                #expect(await store.count == 1)
+                _ = try await client.execute(uri: "/api/sign-out", method: .post, headers: [.cookie: alice])
+                _ = try await Self.signIn(client, "bob")
+                #expect(await store.count == 1)
+            }
+        }
+        #expect(SessionStore.sessionLimit(openFiles: 20_000) == 4_442)
+        #expect(SessionStore.sessionLimit(openFiles: 65_536) == 14_688)
+        #expect(SessionStore.sessionLimit(openFiles: 100) == 1)
+    }
+
     @Test func badAndOversizedFramesGetErrorFramesAndTheTabLives() async throws {
         try await withBroker(.shipped) { broker in
-            let (app, _) = Self.app(broker: broker)
+            let (app, _) = try Self.app(broker: broker)
             try await app.test(.live) { client in
                 let cookie = try await Self.signIn(client, "alice")
                 let codes = LockedBox<[String]>([])
@@ -205,7 +229,7 @@ import TestSupport
         try await withBroker(.shipped) { broker in
             // Two frames a second, one at once: of 6 pings sent together, 5 wait their turn
             // (each is read only after the one before it has waited).
-            let (app, store) = Self.app(broker: broker, framesPerSecond: 2, frameBurst: 1)
+            let (app, store) = try Self.app(broker: broker, framesPerSecond: 2, frameBurst: 1)
             try await app.test(.live) { client in
                 let cookie = try await Self.signIn(client, "alice")
                 let pongs = LockedBox(0)
@@ -229,7 +253,7 @@ import TestSupport
         try await withBroker(.shipped) { broker in
             let coordinator = try await CoordinatorProcess.start(broker: broker)
             defer { Task { await coordinator.kill() } }
-            let (app, _) = Self.app(broker: broker)
+            let (app, _) = try Self.app(broker: broker)
             try await app.test(.live) { client in
                 let cookie = try await Self.signIn(client, "alice")
                 let seen = LockedBox<(receipt: JSON?, room: JSON?)>((nil, nil))
@@ -262,7 +286,7 @@ import TestSupport
         try await withBroker(.shipped) { broker in
             let coordinator = try await CoordinatorProcess.start(broker: broker)
             defer { Task { await coordinator.kill() } }
-            let (app, _) = Self.app(broker: broker)
+            let (app, _) = try Self.app(broker: broker)
             try await app.test(.live) { client in
                 let aliceCookie = try await Self.signIn(client, "alice")
                 let bobCookie = try await Self.signIn(client, "bob")
@@ -431,7 +455,7 @@ import TestSupport
         try await withBroker(.shipped) { broker in
             let watcher = try await TestPeer.connect(broker: broker, user: "carol", extraFilters: ["tandem/v1/presence/+/+"])
             defer { Task { await watcher.close() } }
-            let (app, store) = Self.app(broker: broker, tabGrace: .seconds(2))
+            let (app, store) = try Self.app(broker: broker, tabGrace: .seconds(2))
             try await app.test(.live) { client in
                 let cookie = try await Self.signIn(client, "bob")
                 try await client.ws("/ws", configuration: .init(additionalHeaders: [.cookie: cookie])) { inbound, outbound, _ in
@@ -453,7 +477,7 @@ import TestSupport
             let watcher = try await TestPeer.connect(broker: broker, user: "carol", extraFilters: ["tandem/v1/presence/+/+"])
             defer { Task { await watcher.close() } }
             // The grace runs out in the session's own timer: its end must still say offline.
-            let (app, store) = Self.app(broker: broker, tabGrace: .milliseconds(300))
+            let (app, store) = try Self.app(broker: broker, tabGrace: .milliseconds(300))
             try await app.test(.live) { client in
                 let cookie = try await Self.signIn(client, "bob")
                 try await Self.presence(of: "bob", online: false, heardBy: watcher)

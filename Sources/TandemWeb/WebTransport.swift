@@ -1,0 +1,66 @@
+import TandemClient
+import TandemCore
+import TandemMQTT
+
+/// ``TandemTransport`` for tandem-web's sessions: an ``MQTTClient`` on the process's
+/// ``PollLoop``, whose messages go straight from the loop's read into the stream that
+/// the session's ``TandemClient`` reads (the MQTT client's `deliver`), with no stream or
+/// frame in between. With thousands of sessions each holding a dozen subscriptions and
+/// the tasks reading them, what every waiting task keeps counts: a memory cost per
+/// session, not per message (MosquittoTransport's pull-through stream kept two more
+/// frames in each reading task).
+///
+/// Like ``MosquittoTransport`` otherwise (QoS 1 publishes, the connection's edges on
+/// ``events``) but for one thing: it subscribes at QoS 0. The session starts clean
+/// every time it connects, so the broker never sends a QoS 1 message of it again after a
+/// drop (the session is gone with the connection), and while the connection lives TCP
+/// delivers either: QoS 1 only added an acknowledgement to write for every message the
+/// session reads (a system call and the broker's handling of it, five for each drag
+/// update in a room of five). What a reconnect misses comes back as it did: the retained
+/// snapshots and lists, and the resends of what is pending. A subscription lasts until
+/// the client shuts down (TandemClient never ends one sooner).
+struct WebTransport: TandemTransport {
+    let client: MQTTClient
+
+    func connect() async throws { try await client.connect() }
+    func disconnect() async { await client.disconnect() }
+    var isConnected: Bool { client.isConnected }
+    var lastProblem: String? { client.lastProblem }
+
+    func publish(_ topic: String, payload: [UInt8], retain: Bool) async throws {
+        try await client.publish(topic, payload: payload, qos: .atLeastOnce, retain: retain)
+    }
+
+    func enqueue(_ topic: String, payload: [UInt8], retain: Bool) throws {
+        try client.enqueue(topic, payload: payload, qos: .atLeastOnce, retain: retain)
+    }
+
+    func enqueueAtMostOnce(_ topic: String, payload: [UInt8]) throws {
+        try client.enqueue(topic, payload: payload, qos: .atMostOnce, retain: false)
+    }
+
+    func subscribe(_ filters: [String]) async throws -> AsyncThrowingStream<TransportMessage, any Error> {
+        let (stream, continuation) = AsyncThrowingStream<TransportMessage, any Error>.makeStream()
+        try await client.subscribe(filters, qos: .atMostOnce) { message in
+            continuation.yield(TransportMessage(topic: message.topic, payload: message.payload, retained: message.retain))
+        }
+        return stream
+    }
+
+    var events: AsyncStream<TransportEvent> {
+        let source = client.events
+        let (stream, continuation) = AsyncStream<TransportEvent>.makeStream()
+        // Detached: no task-local values to copy into it (a slab of memory per task).
+        let task = Task.detached {
+            for await event in source {
+                switch event {
+                case .connected: continuation.yield(.connected)
+                case .disconnected(let reason): continuation.yield(.disconnected(reason: reason))
+                }
+            }
+            continuation.finish()
+        }
+        continuation.onTermination = { _ in task.cancel() }
+        return stream
+    }
+}
