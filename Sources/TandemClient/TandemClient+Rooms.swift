@@ -41,7 +41,10 @@ extension TandemClient {
     }
 
     private func receive(room id: String, snapshot message: TransportMessage) {
-        guard rooms[id] != nil, let snapshot = read("room snapshot", message, RoomSnapshot.decode) else { return }
+        guard rooms[id] != nil, let snapshot = read("room snapshot", message, { (bytes) throws(Rejection) in
+            if let shared = sharedDecodes { return try shared.roomSnapshot(message) }
+            return try RoomSnapshot.decode(bytes)
+        }) else { return }
         let epochBefore = rooms[id]!.replica.epoch
         guard rooms[id]!.replica.snapshot(snapshot) else { return }
         let newEpoch = epochBefore != nil && epochBefore != snapshot.epoch
@@ -51,7 +54,10 @@ extension TandemClient {
     }
 
     private func receive(room id: String, changes message: TransportMessage) {
-        guard rooms[id] != nil, let changes = read("room changes", message, RoomChanges.decode) else { return }
+        guard rooms[id] != nil, let changes = read("room changes", message, { (bytes) throws(Rejection) in
+            if let shared = sharedDecodes { return try shared.roomChanges(message) }
+            return try RoomChanges.decode(bytes)
+        }) else { return }
         // Whose locks these expire is a question about the room before them.
         let held = rooms[id]!.replica.confirmedStickers
         let expired = changes.changes.filter { change in

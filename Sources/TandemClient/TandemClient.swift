@@ -102,6 +102,8 @@ public actor TandemClient {
     var connected = false
     /// ``close()`` was called.
     var isClosed = false
+    /// Room snapshots and changes decoded once per process (nil: decoded here).
+    let sharedDecodes: SharedDecodes?
 
     struct RoomWatch {
         var replica: RoomReplica
@@ -139,10 +141,15 @@ public actor TandemClient {
     ///   - resendAfter: milliseconds without a receipt before a resend.
     ///   - flightInterval: the least time between two flight samples published.
     ///   - logger: where the client says what it does (resends, unreadable messages).
+    ///   - sharedDecodes: room snapshots and changes decoded once for every client of the
+    ///     process that shares it (a server holding a client per person); nil: this
+    ///     client decodes what it reads.
     public init(
         transport: any TandemTransport, user: String, clientId: String, topics: Topics = Topics(),
-        resendAfter: Millis = 5_000, flightInterval: Millis = 3_000, logger: Logger = Logger(label: "tandem.client")
+        resendAfter: Millis = 5_000, flightInterval: Millis = 3_000, logger: Logger = Logger(label: "tandem.client"),
+        sharedDecodes: SharedDecodes? = nil
     ) {
+        self.sharedDecodes = sharedDecodes
         self.transport = transport
         self.user = user
         self.clientId = clientId

@@ -84,6 +84,8 @@ public actor SessionStore: Service {
     nonisolated let connector: MQTTConnector
     /// The `room` frames, the room's part written once per version for every tab.
     nonisolated let roomFrames: RoomFrames
+    /// A room's snapshots and changes decoded once for every session that shows it.
+    nonisolated let decodes = SharedDecodes()
 
     public init(settings: WebSettings, metrics: WebMetrics = WebMetrics(), logger: Logger = Logger(label: "tandem.web")) throws {
         self.settings = settings
@@ -127,7 +129,8 @@ public actor SessionStore: Service {
                     session: .cleanStart, tls: settings.tls),
                 loop: loop, connector: connector, logger: clientLogger)
             client = TandemClient(
-                transport: WebTransport(client: mqtt), user: username, clientId: clientId, topics: topics, logger: clientLogger)
+                transport: WebTransport(client: mqtt), user: username, clientId: clientId, topics: topics, logger: clientLogger,
+                sharedDecodes: decodes)
         } catch {
             throw .unreachable("the MQTT client could not be set up: \(error)")
         }
