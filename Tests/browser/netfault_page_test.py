@@ -29,8 +29,9 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from board_test import (CHROMIUM, ROOT, check, drag, failed, passed, place_on_board, shot,  # noqa: E402
+from board_test import (CHROMIUM, ROOT, check, failed, passed, place_on_board, shot,  # noqa: E402
                         sign_in)
+from board_test import drag as drag_once  # noqa: E402
 from playwright.sync_api import expect, sync_playwright  # noqa: E402
 
 BROKER, WEB = "10.77.0.2", "10.77.0.3"
@@ -134,6 +135,18 @@ def place(page, sticker_id):
         except TypeError:  # no box yet
             time.sleep(0.1)
     return place_on_board(page, sticker_id)
+
+
+def drag(page, sticker_id, dx, dy):
+    """board_test's drag, once the sticker has a box: the board may be drawing it anew
+    (a frame just came) when the drag starts, and the drag reads its box before it moves
+    the mouse, so trying again is safe."""
+    for _ in range(50):
+        try:
+            return drag_once(page, sticker_id, dx, dy)
+        except TypeError:  # no box yet
+            time.sleep(0.1)
+    return drag_once(page, sticker_id, dx, dy)
 
 
 def near(a, b, tolerance=3):
