@@ -75,10 +75,16 @@ public struct MosquittoTransport: TandemTransport {
         }
     }
 
-    public var events: AsyncStream<TransportEvent> {
+    public var events: AsyncStream<TransportEvent> { Self.events(of: client) }
+
+    /// `client`'s connection events as ``TransportEvent``s: for this transport and for
+    /// tandem-web's `WebTransport`, the other one over an ``MQTTClient``. Followed by a
+    /// detached task: no task-local values to copy into it (a slab of memory per task,
+    /// which counts with a client per signed-in person).
+    package static func events(of client: MQTTClient) -> AsyncStream<TransportEvent> {
         let source = client.events
         let (stream, continuation) = AsyncStream<TransportEvent>.makeStream()
-        let task = Task {
+        let task = Task.detached {
             for await event in source {
                 switch event {
                 case .connected: continuation.yield(.connected)

@@ -47,20 +47,5 @@ struct WebTransport: TandemTransport {
         return stream
     }
 
-    var events: AsyncStream<TransportEvent> {
-        let source = client.events
-        let (stream, continuation) = AsyncStream<TransportEvent>.makeStream()
-        // Detached: no task-local values to copy into it (a slab of memory per task).
-        let task = Task.detached {
-            for await event in source {
-                switch event {
-                case .connected: continuation.yield(.connected)
-                case .disconnected(let reason): continuation.yield(.disconnected(reason: reason))
-                }
-            }
-            continuation.finish()
-        }
-        continuation.onTermination = { _ in task.cancel() }
-        return stream
-    }
+    var events: AsyncStream<TransportEvent> { MosquittoTransport.events(of: client) }
 }

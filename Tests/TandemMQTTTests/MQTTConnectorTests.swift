@@ -72,25 +72,8 @@ import TestSupport
                 loop.stop()
                 connector.stop()
             }
-            let c = try client(broker, loop: loop, connector: connector, session: .persistent(expirySeconds: 600))
-            let subscription = try await c.subscribe("back/#")
-            try await c.connect()
-            var events = c.events.makeAsyncIterator()
-            _ = await events.next()  // connected
-            await broker.stopGracefully()
-            while let event = await events.next() {
-                if case .disconnected = event { break }
-            }
-            try await broker.restart()
-            while let event = await events.next() {
-                if case .connected = event { break }
-            }
-            let other = try MQTTClient(configuration: MQTTConfiguration(host: broker.host, port: broker.port, clientId: "other-\(UInt32.random(in: 0...UInt32.max))"))
-            try await other.connect()
-            try await other.publish("back/1", payload: Array("again".utf8))
-            #expect(try await first(of: subscription)?.payloadString == "again")
-            await other.disconnect()
-            await c.disconnect()
+            try await expectBackAfterABrokerRestart(
+                try client(broker, loop: loop, connector: connector, session: .persistent(expirySeconds: 600)), broker: broker)
         }
     }
 

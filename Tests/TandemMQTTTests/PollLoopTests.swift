@@ -90,25 +90,7 @@ import TestSupport
         try await withBroker(.open) { broker in
             let loop = try PollLoop(name: "test-reconnect")
             defer { loop.stop() }
-            let c = try client(broker, loop: loop, session: .persistent(expirySeconds: 600))
-            let subscription = try await c.subscribe("back/#")
-            try await c.connect()
-            var events = c.events.makeAsyncIterator()
-            _ = await events.next()  // connected
-            await broker.stopGracefully()
-            while let event = await events.next() {
-                if case .disconnected = event { break }
-            }
-            try await broker.restart()
-            while let event = await events.next() {
-                if case .connected = event { break }
-            }
-            let other = try client(broker, loop: nil)
-            try await other.connect()
-            try await other.publish("back/1", payload: Array("again".utf8))
-            #expect(try await first(of: subscription)?.payloadString == "again")
-            await other.disconnect()
-            await c.disconnect()
+            try await expectBackAfterABrokerRestart(try client(broker, loop: loop, session: .persistent(expirySeconds: 600)), broker: broker)
         }
     }
 
@@ -183,4 +165,28 @@ actor LoopCounter {
         value += 1
         if !loop.isOnLoopThread { allOnLoop = false }
     }
+}
+
+/// `c` (a persistent session, not yet connected) subscribes and connects; the broker
+/// stops and starts again; `c` says it is connected again and gets what another client
+/// publishes then, under its old subscription. Then both disconnect.
+func expectBackAfterABrokerRestart(_ c: MQTTClient, broker: MosquittoBroker) async throws {
+    let subscription = try await c.subscribe("back/#")
+    try await c.connect()
+    var events = c.events.makeAsyncIterator()
+    _ = await events.next()  // connected
+    await broker.stopGracefully()
+    while let event = await events.next() {
+        if case .disconnected = event { break }
+    }
+    try await broker.restart()
+    while let event = await events.next() {
+        if case .connected = event { break }
+    }
+    let other = try MQTTClient(configuration: MQTTConfiguration(host: broker.host, port: broker.port, clientId: "other-\(UInt32.random(in: 0...UInt32.max))"))
+    try await other.connect()
+    try await other.publish("back/1", payload: Array("again".utf8))
+    #expect(try await first(of: subscription)?.payloadString == "again")
+    await other.disconnect()
+    await c.disconnect()
 }
