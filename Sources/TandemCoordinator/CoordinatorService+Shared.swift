@@ -155,19 +155,24 @@ extension CoordinatorService {
         }
         logger.info("sharing \(count) partitions with the other processes on the database: each takes at most ceil(\(count) / live processes)")
 
-        // Says which partitions this process leads (instances/{id}, /healthz).
+        // Says which partitions this process leads (instances/{id}, /healthz). Read and
+        // said under the terms' lock: a partition taken on the poll loop while another's
+        // term ends on its task would otherwise race, and the older list could be the
+        // one retained (seen in CI: a partition announced by two processes for 40 s).
         @Sendable func announce() {
-            let running = terms.state.withLock { $0.running }
-            if running.isEmpty {
-                announcer.announce(.standby)
-                health.role = .standby
-                exporter.stoppedLeading(lost: false)
-            } else {
-                // The leader-term gauge says what the status and /healthz say: the sum.
-                let sum = running.values.reduce(0, +)
-                announcer.announce(.leader(term: sum, partitions: running.keys.sorted()))
-                health.role = .leader(term: sum, online: true)
-                exporter.leads(termSum: sum)
+            terms.state.withLock { state in
+                let running = state.running
+                if running.isEmpty {
+                    announcer.announce(.standby)
+                    health.role = .standby
+                    exporter.stoppedLeading(lost: false)
+                } else {
+                    // The leader-term gauge says what the status and /healthz say: the sum.
+                    let sum = running.values.reduce(0, +)
+                    announcer.announce(.leader(term: sum, partitions: running.keys.sorted()))
+                    health.role = .leader(term: sum, online: true)
+                    exporter.leads(termSum: sum)
+                }
             }
         }
 

@@ -66,16 +66,23 @@ final class InstanceAnnouncer: Sendable {
             for await event in client.events {
                 guard case .connected = event else { continue }
                 connections += 1
-                if connections > 1 { publish(role.withLock { $0 }) }
+                if connections > 1 { role.withLock { publish($0) } }
             }
         }
     }
 
+    /// Says `role`. The role is set and its message enqueued under one lock, so two
+    /// threads announcing at once (a partition taken while another ends) leave the last
+    /// role set as the last message retained, never an older one after it.
     func announce(_ role: Role) {
-        self.role.withLock { $0 = role }
-        publish(role)
+        self.role.withLock {
+            $0 = role
+            publish(role)
+        }
     }
 
+    /// Enqueues `role`'s message (with the role's lock held: messages leave in the
+    /// order the roles were set).
     private func publish(_ role: Role) {
         var members: [JSON.Member] = [
             .init("online", true), .init("startedAt", .int(startedAt)), .init("version", .string(TandemVersion.current)),

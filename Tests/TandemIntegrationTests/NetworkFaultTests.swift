@@ -218,17 +218,19 @@ struct NetworkFaultTests {
                 let others = try await s.cluster.wait(timeout: .seconds(25)) {
                     s.cluster.partitionsLed.filter { $0.key != victim }.values.flatMap { $0 }.sorted() == all
                 }
-                #expect(others, "\(s.cluster.partitionsLed)")
+                #expect(others, "\(s.cluster.partitionsLed)\n\(s.cluster.logs(mentioning: Self.partitionWords))")
                 let took = Self.ms(since: cutAt)
                 try await s.lab.heal(victim)
                 #expect(try await s.cluster.wait(timeout: .seconds(15)) {
                     s.cluster.announcement(victim)?["online"]?.boolValue == true && s.cluster.partitionsLed.values.flatMap { $0 }.sorted() == all
-                }, "\(s.cluster.partitionsLed)")
+                }, "\(s.cluster.partitionsLed)\n\(s.cluster.logs(mentioning: Self.partitionWords))")
                 lines.append("round \(round): cut \(victim), its partitions led by the others after \(took) ms")
             }
             return lines.joined(separator: "; ")
         }
     }
+
+    static let partitionWords = ["partition", "share", "broker", "lease", "term"]
 
     static func ms(since start: ContinuousClock.Instant) -> Int {
         let d = ContinuousClock.now - start

@@ -171,6 +171,14 @@ public final class CoordinatorCluster: Sendable {
         instances.map { "--- \($0):\n\(String(log($0).suffix(3000)))" }.joined(separator: "\n")
     }
 
+    /// Every instance's log lines that contain any of `words`, for a failure's message.
+    public func logs(mentioning words: [String]) -> String {
+        instances.map { instance in
+            let lines = log(instance).split(separator: "\n").filter { line in words.contains { line.contains($0) } }
+            return "--- \(instance):\n" + lines.suffix(60).joined(separator: "\n")
+        }.joined(separator: "\n")
+    }
+
     public enum ClusterError: Error, CustomStringConvertible {
         case noLeader(after: Int64, logs: String)
         public var description: String {
