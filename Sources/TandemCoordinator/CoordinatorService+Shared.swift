@@ -83,10 +83,8 @@ final class SharedPartitions: Sendable {
         if grew { broadcast(.reconcileAccess) }
     }
 
-    /// The lowest partition running here publishes the process's metrics.
-    func publishesMetrics(_ partition: Int) -> Bool {
-        feeds.withLock { $0.keys.min() } == partition
-    }
+    /// The lowest partition running here (it publishes the process's metrics).
+    var lowestRunning: Int? { feeds.withLock { $0.keys.min() } }
 
     /// `partition`'s session is subscribed under `term`: marked ready, and when every
     /// partition has a ready leader (this was the last), `publish` says online with the

@@ -48,7 +48,8 @@ final class PartitionPipeline {
 
     private(set) var loop: LeaderLoop
     private let timer: DeadlineTimer
-    private var connections = 0
+    /// What the broker said of the session at its last CONNACK (logged at a reconnect).
+    private var sessionPresent = false
     private var inFlight: CommitInFlight?
     private var commitError: (any Error)?
     private var stop: LeaderLoop.Stop?
@@ -248,16 +249,10 @@ final class PartitionPipeline {
         case .leaseLost(let loss):
             carryOut(loop.receive(.leaseLost(loss), at: now))
         case .reconcileAccess:
-            // This partition's roles, with its rooms.
-            if let access {
-                let (service, desired, partition) = (self.service, loop.engine.roomAccess, self.partition)
-                Task {
-                    await service.reconcile(desired, on: access, partition: service.accessPartition(partition),
-                                            reason: "the admin connection came back, or the broker refused a change")
-                }
-            }
+            if access != nil { carryOut(loop.receive(.accessMayDiffer, at: now)) }
         case .connection(.connected(let sessionPresent)):
-            connected(sessionPresent: sessionPresent)
+            self.sessionPresent = sessionPresent
+            carryOut(loop.receive(.sessionConnected, at: now))
         case .connection(.disconnected(let reason)):
             partitions.disconnected(partition)
             shared?.disconnected(partition)
@@ -265,24 +260,36 @@ final class PartitionPipeline {
             logger.warning("MQTT connection lost", metadata: ["reason": "\(reason)", "partition": "\(partition)"])
         case .metricsTick:
             observeMetrics()
-            // The first partition publishes them all: the sums, and each one's own
-            // figures as of its last tick or publication.
-            guard shared?.publishesMetrics(partition) ?? (partition == partitions.first) else { break }
-            let metrics = Metrics.publication(
-                topics: topics, partitions: service.exporter.partitions(), uptimeSeconds: Double(now.tick - clock.anchorWall) / 1000)
-            client.enqueueLogged(metrics.topic, payload: metrics.payload, qos: .atMostOnce, retain: true, logger: logger)
-            service.exporter.mirror()
+            carryOut(loop.receive(.metricsTick(publisher: shared?.lowestRunning ?? partitions.first), at: now))
         }
     }
 
-    private func connected(sessionPresent: Bool) {
-        connections += 1
+    /// The lowest partition publishes the process's metrics: the sums, and each one's own
+    /// figures as of its last tick or publication.
+    private func publishMetrics() {
+        let uptime = Double(clock.tick() - clock.anchorWall) / 1000
+        let metrics = Metrics.publication(topics: topics, partitions: service.exporter.partitions(), uptimeSeconds: uptime)
+        client.enqueueLogged(metrics.topic, payload: metrics.payload, qos: .atMostOnce, retain: true, logger: logger)
+        service.exporter.mirror()
+    }
+
+    /// This partition's roles, with its rooms (`desired`: the engine's readers).
+    private func reconcileAccess(_ desired: [String: Set<String>]) {
+        guard let access else { return }
+        let (service, partition) = (self.service, self.partition)
+        Task {
+            await service.reconcile(desired, on: access, partition: service.accessPartition(partition),
+                                    reason: "the admin connection came back, or the broker refused a change")
+        }
+    }
+
+    private func sessionUp(reconnect: Bool) {
         // Online (health, the connected gauge, the status) only while every partition's
         // session is up; with shared partitions, every partition this process leads.
         let allUp = partitions.connected(partition) && shared?.connected(partition) ?? true
-        service.connectionChanged(up: allUp, reconnect: connections > 1)
+        service.connectionChanged(up: allUp, reconnect: reconnect)
         // The first is the connect() in lead, after which the status was published.
-        guard connections > 1 else { return }
+        guard reconnect else { return }
         logger.info("MQTT reconnected", metadata: ["mqtt.session_present": "\(sessionPresent)", "partition": "\(partition)"])
         // A will may have marked us offline while the connection was down.
         let (service, client, topics, logger, startedAt, term) = (self.service, self.client, self.topics, self.logger, self.startedAt, self.term)
@@ -323,6 +330,12 @@ final class PartitionPipeline {
                 timer.schedule(at: deadline)
             case .stop(let reason):
                 stop = reason
+            case .sessionUp(let reconnect):
+                sessionUp(reconnect: reconnect)
+            case .reconcileAccess(let desired):
+                reconcileAccess(desired)
+            case .publishMetrics:
+                publishMetrics()
             }
         }
     }

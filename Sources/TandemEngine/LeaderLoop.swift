@@ -12,6 +12,9 @@ import TandemCore
 ///   rejection's version, a confirmed digest) may describe the batch in flight, so while
 ///   one commits it is held and published right after it.
 /// - **Commit metrics**: batches, commit time total and maximum, in the engine's metrics.
+/// - **Around the engine**: which connection is a reconnect (say online again), when
+///   the broker's room access is made to match the engine's, which partition publishes
+///   the process's metrics.
 /// - **The end of the term.** A shutdown drains (the commit in flight, then everything
 ///   still in the reorder window, committed and published); a lost lease stops at once
 ///   with nothing more committed or published; so does a failed commit. The lease's
@@ -52,6 +55,15 @@ public struct LeaderLoop {
         case leaseLost(LeaseLoss)
         /// SIGTERM or SIGINT: drain, then stop.
         case shutdown
+        /// The partition's MQTT session is up (a CONNACK). The first is the term's own
+        /// connect; every later one is a reconnect.
+        case sessionConnected
+        /// The broker's admin connection came back, or the broker refused a step's access
+        /// changes: its room access may differ from the engine's.
+        case accessMayDiffer
+        /// The metrics interval passed. `publisher`: the partition that publishes the
+        /// process's metrics now (the lowest one this process runs).
+        case metricsTick(publisher: Int)
     }
 
     public enum Action {
@@ -70,6 +82,13 @@ public struct LeaderLoop {
         case wake(at: Millis)
         /// The term is over: carry out nothing more.
         case stop(Stop)
+        /// The session is up: `reconnect` when it is not the term's first connection (a
+        /// will may have said offline meanwhile: say online again).
+        case sessionUp(reconnect: Bool)
+        /// Make the broker's room access match these readers (this partition's rooms).
+        case reconcileAccess([String: Set<String>])
+        /// Publish the process's metrics (this partition is the one that does).
+        case publishMetrics
     }
 
     public struct Commit {
@@ -119,6 +138,8 @@ public struct LeaderLoop {
     /// Until when the lease lets this process lead (a tick); nil: a term that never ends
     /// (the SQLite file's owner).
     private(set) var leaseDeadline: Millis?
+    /// The session's connections this term (the first is the term's own connect).
+    private(set) var connections = 0
 
     public init(engine: Engine, leaseDeadline: Millis? = nil) {
         self.engine = engine
@@ -176,6 +197,14 @@ public struct LeaderLoop {
             // Taken while draining too: the drain waits for it.
             isLoadingRoom = false
             engine.roomLoaded(request, load)
+        case .sessionConnected:
+            // Draining too: what the drain publishes needs the status online.
+            connections += 1
+            actions.append(.sessionUp(reconnect: connections > 1))
+        case .accessMayDiffer:
+            actions.append(.reconcileAccess(engine.roomAccess))
+        case .metricsTick(let publisher):
+            if publisher == engine.configuration.partition { actions.append(.publishMetrics) }
         case .message, .idChecked, .idCheckFailed, .queryFailed, .knownUsers, .tick:
             // Draining: nothing new is taken (no receipt was sent for it; it is resent).
             guard phase == .leading else { break }
@@ -198,7 +227,8 @@ public struct LeaderLoop {
             engine.metrics.errors += 1
         case .knownUsers(let users):
             engine.setKnownUsers(users)
-        case .tick, .committed, .commitFailed, .leaseRenewed, .leaseLost, .shutdown, .roomLoaded:
+        case .tick, .committed, .commitFailed, .leaseRenewed, .leaseLost, .shutdown, .roomLoaded,
+             .sessionConnected, .accessMayDiffer, .metricsTick:
             break
         }
     }

@@ -209,4 +209,48 @@ import TandemCore
         _ = l.receive(.queryFailed, at: at(1))
         #expect(l.engine.metrics.errors == 1)
     }
+
+    // What the pipeline used to decide around the loop.
+
+    @Test func theFirstConnectionIsTheTermsOwnAndEveryLaterOneAReconnect() {
+        var l = loop()
+        let ups = (0..<3).map { n in l.receive(.sessionConnected, at: at(Millis(n))) }
+        #expect(ups.map { $0.compactMap { if case .sessionUp(let r) = $0 { return r } else { return nil } } } == [[false], [true], [true]])
+        // Draining, a reconnect is still said: the drain's publications need the status online.
+        _ = l.receive(create("e1", sticker: "s1"), at: at(5))
+        _ = l.receive(.shutdown, at: at(6))
+        #expect(l.receive(.sessionConnected, at: at(7)).contains { if case .sessionUp(true) = $0 { return true } else { return false } })
+    }
+
+    @Test func accessIsReconciledWithTheEnginesReaders() {
+        var l = loop()
+        _ = l.receive(create("e1", sticker: "s1"), at: at(0))
+        _ = l.receive(.message(topic: Self.room, payload: invitePayload("i1", member: "bob", at: Self.t0 + 1)), at: at(1))
+        _ = l.receive(.tick, at: at(31))
+        _ = l.receive(.committed(elapsed: .milliseconds(1)), at: at(32))
+        let actions = l.receive(.accessMayDiffer, at: at(40))
+        let desired = actions.compactMap { if case .reconcileAccess(let d) = $0 { return d } else { return nil } }
+        #expect(desired == [["alice": ["r1"], "bob": ["r1"]]])
+    }
+
+    @Test func onlyThePublishingPartitionPublishesTheMetrics() {
+        func publishes(partition: Int, publisher: Int) -> Bool {
+            var l = loop { $0.partition = partition }
+            return l.receive(.metricsTick(publisher: publisher), at: at(0)).contains {
+                if case .publishMetrics = $0 { return true } else { return false }
+            }
+        }
+        #expect(publishes(partition: 0, publisher: 0))
+        #expect(!publishes(partition: 2, publisher: 0))
+        // The lower partitions went to another process: this one publishes now.
+        #expect(publishes(partition: 2, publisher: 2))
+    }
+
+    @Test func aStoppedLoopSaysNothingMore() {
+        var l = loop(leaseUntil: Self.t0 + 100)
+        _ = l.receive(.leaseLost(.takenOver(term: 2, instance: "c2")), at: at(1))
+        #expect(l.receive(.sessionConnected, at: at(2)).isEmpty)
+        #expect(l.receive(.accessMayDiffer, at: at(3)).isEmpty)
+        #expect(l.receive(.metricsTick(publisher: 0), at: at(4)).isEmpty)
+    }
 }
