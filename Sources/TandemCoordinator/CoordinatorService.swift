@@ -124,13 +124,14 @@ public final class CoordinatorService: Service {
             probing.cancel()
             Task { await lease.close() }
         }
-        // After a term that ended without a shutdown: give the lease up if nobody took it
-        // yet (the next leader, maybe this process under a new term, need not wait it
-        // out), and say so.
+        // After a term that ended without a shutdown: say so, and give the lease up if
+        // nobody took it yet (the next leader, maybe this process under a new term, need
+        // not wait it out). Said first: cut from the database, the release waits for a
+        // connection that does not come.
         func standBy(after term: Int64) async {
-            try? await lease.release(term: term)
             announcer.announce(.standby)
             health.role = .standby
+            try? await lease.release(term: term)
         }
         do {
             try await cancelWhenGracefulShutdown { try await self.prepareSchema(lease, database: url.description, poll: poll) }

@@ -134,7 +134,7 @@ final class LeaseFence: Sendable {
                         }
                     } catch {
                         let left = (deadline - ContinuousClock.now).roundedMillis
-                        logger.warning("could not renew the leader lease of term \(term): \(error); this process gives it up in \(left) ms unless a renewal succeeds")
+                        logger.warning("could not renew the leader lease of term \(term): \(error); \(left > 0 ? "this process gives it up in \(left) ms unless a renewal succeeds" : "its deadline has passed")")
                         failing = true
                     }
                 }

@@ -87,7 +87,7 @@ public actor PostgresLease {
     /// ``PartitionsMismatch`` when `partitions` differs, having written nothing.
     @discardableResult
     public func prepare(partitions: Int, database: String) async throws -> Int {
-        try await run("prepare the schema") { connection in
+        try await run("prepare the schema", bounded: false) { connection in
             _ = try await PostgresSchema.migrate(connection, logger: self.logger)
             return try await PostgresSchema.partitions(connection, configured: partitions, database: database, logger: self.logger)
         }.get()
@@ -224,14 +224,32 @@ public actor PostgresLease {
     }
 
     @discardableResult
-    private func run<T: Sendable>(_ what: String, _ body: (PostgresConnection) async throws -> T) async throws -> T {
+    /// Runs `body` on the lease's connection. Unless `bounded` is false (a migration may
+    /// wait for another's lock), no answer is waited for longer than ``answerLimit``: the
+    /// server's own timeouts cannot end a wait whose answer never arrives (a host cut
+    /// from the database: a renewal in flight on it would otherwise hold the term open
+    /// until TCP gives up, minutes later, and the process could not stand by). The
+    /// connection is then closed, and the next call makes a new one.
+    private func run<T: Sendable>(
+        _ what: String, bounded: Bool = true, _ body: @escaping @Sendable (PostgresConnection) async throws -> T
+    ) async throws -> T {
         do {
-            return try await body(try await link.open())
+            let connection = try await link.open()
+            guard bounded else { return try await body(connection) }
+            return try await PostgresStore.racing(deadline: answerLimit, onTimeout: { try? await connection.close() }) {
+                try await body(connection)
+            }
         } catch {
-            let failure = PostgresStoreError(doing: what, error)
+            let failure = error is PostgresStore.AttemptTimedOut
+                ? PostgresStoreError(kind: .connection, message: "\(what): no answer within \(answerLimit)")
+                : PostgresStoreError(doing: what, error)
             // A fresh connection for the next try, unless the schema itself is wrong.
             if failure.kind != .schema { await link.drop() }
             throw failure
         }
     }
+
+    /// The longest a lease statement waits for its answer: the server's own timeout (half
+    /// the lease) and a second more for the way there and back.
+    public nonisolated var answerLimit: Duration { .milliseconds(max(100, leaseMs / 2) + 1000) }
 }

@@ -176,8 +176,12 @@ public actor PostgresStore: CoordinatorStore {
                 // attempt is waited for longer than this: it is given up on, its
                 // connection closed, and the next attempt runs on a new one; the batch
                 // marker keeps a retry from applying the batch twice.
-                let wasCommitted = try await Self.racing(deadline: Self.commitAttemptTimeout, onTimeout: { [logger] in
-                    logger.warning("commit batch \(number): no answer for \(Self.commitAttemptTimeout); closing the connection and retrying")
+                // Nor once this process's lease has run out: nothing it commits now may be
+                // published, and a process cut from the database would otherwise end its
+                // term only at the attempt's limit.
+                let fence = self.fence
+                let wasCommitted = try await Self.racing(deadline: Self.commitAttemptTimeout, giveUpWhen: { fence.map { !$0.holds() } ?? false }, onTimeout: { [logger] in
+                    logger.warning("commit batch \(number): no answer for \(Self.commitAttemptTimeout), or the lease ran out meanwhile; closing the connection")
                     try? await connection.close()
                 }, { [self, attempt] in
                     if attempt > 0, try await committed(term: fence?.term ?? 0, batch: number, on: connection) { return true }
@@ -192,7 +196,7 @@ public actor PostgresStore: CoordinatorStore {
                 return
             } catch {
                 let failure = error is AttemptTimedOut
-                    ? PostgresStoreError(kind: .connection, message: "commit batch \(number): no answer for \(Self.commitAttemptTimeout)")
+                    ? PostgresStoreError(kind: .connection, message: "commit batch \(number): given up (no answer for \(Self.commitAttemptTimeout), or the lease ran out)")
                     : PostgresStoreError(doing: "commit batch \(number)", error)
                 guard failure.isConnectionLoss else {
                     if let connection = link.connection {
@@ -228,17 +232,27 @@ public actor PostgresStore: CoordinatorStore {
         }
     }
 
-    /// `body`'s result, or ``AttemptTimedOut`` once `deadline` has passed without one:
-    /// then `onTimeout` runs and `body` is cancelled and left behind (a query stuck on a
-    /// dead connection may never return; nothing waits for it).
+    /// `body`'s result, or ``AttemptTimedOut`` once `deadline` has passed without one (or
+    /// `giveUpWhen` says so, asked every 50 ms): then `onTimeout` runs and `body` is
+    /// cancelled and left behind (a query stuck on a dead connection may never return;
+    /// nothing waits for it).
     static func racing<T: Sendable>(
-        deadline: Duration, onTimeout: @escaping @Sendable () async -> Void, _ body: @escaping @Sendable () async throws -> T
+        deadline: Duration, giveUpWhen: (@Sendable () -> Bool)? = nil, onTimeout: @escaping @Sendable () async -> Void,
+        _ body: @escaping @Sendable () async throws -> T
     ) async throws -> T {
         let race = Race<T>()
         return try await withCheckedThrowingContinuation { continuation in
             race.waiter.withLock { $0 = continuation }
             let timer = Task {
-                guard (try? await Task.sleep(for: deadline)) != nil, let waiting = race.claim() else { return }
+                if let giveUpWhen {
+                    let end = ContinuousClock.now + deadline
+                    while ContinuousClock.now < end, !giveUpWhen() {
+                        guard (try? await Task.sleep(for: min(.milliseconds(50), end - ContinuousClock.now))) != nil else { return }
+                    }
+                } else {
+                    guard (try? await Task.sleep(for: deadline)) != nil else { return }
+                }
+                guard let waiting = race.claim() else { return }
                 waiting.resume(throwing: AttemptTimedOut())
                 race.tasks.withLock { $0.work }?.cancel()
                 await onTimeout()
