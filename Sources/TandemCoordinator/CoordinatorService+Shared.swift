@@ -126,8 +126,7 @@ extension CoordinatorService {
         let instance = configuration.instanceId
         let directory = PostgresLease(url: url, instance: instance, leaseMs: leaseMs, logger: logger)
         let leases = (0..<count).map { PostgresLease(url: url, instance: instance, leaseMs: leaseMs, row: .partition($0), logger: logger) }
-        let (announcer, link, poll, renewEvery) = try startStandingBy(startedAt: startedAt)
-        let probing = Task { await link.run() }
+        let (announcer, link, probing, poll, renewEvery) = try startStandingBy(startedAt: startedAt)
         defer { probing.cancel() }
         let terms = PartitionTerms()
         func closeLeases() async {

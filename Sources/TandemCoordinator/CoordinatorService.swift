@@ -118,8 +118,7 @@ public final class CoordinatorService: Service {
     private func runOnPostgres(url: PostgresURL, startedAt: Millis) async throws {
         let leaseMs = configuration.leaderLeaseMs
         let lease = PostgresLease(url: url, instance: configuration.instanceId, leaseMs: leaseMs, logger: logger)
-        let (announcer, link, poll, renewEvery) = try startStandingBy(startedAt: startedAt)
-        let probing = Task { await link.run() }
+        let (announcer, link, probing, poll, renewEvery) = try startStandingBy(startedAt: startedAt)
         defer {
             probing.cancel()
             Task { await lease.close() }
@@ -177,17 +176,20 @@ public final class CoordinatorService: Service {
     }
 
     /// A PostgreSQL process starts as a standby: announced, its link to the broker
-    /// watched on the instance connection (the caller runs its probes), and how often it
-    /// looks at the leases and renews those it holds (a quarter lease; looks at most
-    /// every 500 ms).
-    func startStandingBy(startedAt: Millis) throws -> (announcer: InstanceAnnouncer, link: BrokerLink, poll: Duration, renewEvery: Duration) {
+    /// watched on the instance connection (`probing` sends the probes until the caller
+    /// cancels it), and how often it looks at the leases and renews those it holds (a
+    /// quarter lease; looks at most every 500 ms).
+    func startStandingBy(startedAt: Millis) throws -> (
+        announcer: InstanceAnnouncer, link: BrokerLink, probing: Task<Void, Never>, poll: Duration, renewEvery: Duration
+    ) {
         let leaseMs = configuration.leaderLeaseMs
         let announcer = try InstanceAnnouncer(configuration: configuration, topics: topics, startedAt: startedAt, logger: logger)
         announcer.start()
         announcer.announce(.standby)
         health.role = .standby
         let link = BrokerLink(client: announcer.client, instanceTopic: announcer.topic, silenceLimit: .milliseconds(configuration.brokerSilenceMs))
-        return (announcer, link, .milliseconds(min(500, max(50, leaseMs / 4))), .milliseconds(max(50, leaseMs / 4)))
+        let probing = Task { await link.run() }
+        return (announcer, link, probing, .milliseconds(min(500, max(50, leaseMs / 4))), .milliseconds(max(50, leaseMs / 4)))
     }
 
     /// What the lease row said before this process took it, for the log.

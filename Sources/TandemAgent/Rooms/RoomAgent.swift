@@ -23,6 +23,9 @@ public actor RoomAgent {
     /// of each edit, come in the order of the lines).
     private var lastLocalEdit: String?
     private var editWaiter: (eventId: String, continuation: CheckedContinuation<Void, Never>)?
+    /// Who waits for the room to reach a version (an undo or redo's, so that the next
+    /// line starts from the room as it left it).
+    private var versionWaiter: (version: Int64, continuation: CheckedContinuation<Void, Never>)?
     private var console: Console { session.console }
     private var client: TandemClient { session.client }
 
@@ -209,6 +212,9 @@ public actor RoomAgent {
                 return
             }
             guard receipt.status != .rejected else { return }
+            // Done once the room shows it: the receipt can come before the change it
+            // answers, and the next line's edit would be shown on the room before it.
+            if let version = receipt.version { await untilVersion(version) }
             let done = direction == .undo ? "undone" : "redone"
             let was = history?.currentId(of: entry.sticker) ?? entry.sticker
             let now = await client.undoHistory(of: roomId)?.currentId(of: entry.sticker) ?? was
@@ -225,9 +231,17 @@ public actor RoomAgent {
         await withCheckedContinuation { editWaiter = (eventId, $0) }
     }
 
+    /// Returns once the update stream has brought the room to `version`.
+    private func untilVersion(_ version: Int64) async {
+        guard replica.version < version else { return }
+        await withCheckedContinuation { versionWaiter = (version, $0) }
+    }
+
     private func updatesEnded() {
         editWaiter?.continuation.resume()
         editWaiter = nil
+        versionWaiter?.continuation.resume()
+        versionWaiter = nil
     }
 
     private static func label(line: String, event: EditEvent) -> String {
@@ -240,6 +254,12 @@ public actor RoomAgent {
     private func handle(_ update: RoomUpdate) {
         let before = replica
         replica = update.replica
+        defer {
+            if let waiter = versionWaiter, replica.version >= waiter.version {
+                versionWaiter = nil
+                waiter.continuation.resume()
+            }
+        }
         announceMembership(before: before, after: update.replica)
         // A lock of ours that expired under us (the lease ran out, or we were offline
         // past the grace period): the table alone would change without a word.
