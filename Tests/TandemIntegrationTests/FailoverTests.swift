@@ -255,7 +255,9 @@ import TestSupport
         ) { cluster, broker in
             let leader = try #require(cluster.leader)
             try await Task.sleep(for: .seconds(3))
-            try await broker.restart { Thread.sleep(forTimeInterval: 5) }
+            // Slept as a task: a thread's sleep held one of the two threads of the test
+            // run's pool for 5 s (CI: a 200 ms timer of another suite fired 10 s late).
+            try await broker.restart { try await Task.sleep(for: .seconds(5)) }
             let next = try await cluster.waitForLeader(after: leader.term, timeout: .seconds(15))
             try await Task.sleep(for: .seconds(6))
             // Settled: the term of the first leader after the outage, and no other since.

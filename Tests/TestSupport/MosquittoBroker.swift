@@ -202,9 +202,9 @@ public final class MosquittoBroker: Sendable {
     /// persistence directory: for "reconnect after the broker restarts" tests.
     /// `graceful` (the default) stops it with SIGTERM so its database is saved
     /// first; `graceful: false` kills it (SIGKILL), like a crash.
-    public func restart(graceful: Bool = true, whileStopped: () throws -> Void = {}) async throws {
+    public func restart(graceful: Bool = true, whileStopped: () async throws -> Void = {}) async throws {
         if graceful { await stopGracefully() } else { await stop() }
-        try whileStopped()
+        try await whileStopped()
         try await launch()
     }
 
