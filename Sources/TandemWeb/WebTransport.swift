@@ -19,7 +19,7 @@ import TandemMQTT
 /// update in a room of five). What a reconnect misses comes back as it did: the retained
 /// snapshots and lists, and the resends of what is pending. A subscription lasts until
 /// the client shuts down (TandemClient never ends one sooner).
-struct WebTransport: TandemTransport {
+struct WebTransport: DeliveringTransport {
     let client: MQTTClient
 
     func connect() async throws { try await client.connect() }
@@ -48,4 +48,16 @@ struct WebTransport: TandemTransport {
     }
 
     var events: AsyncStream<TransportEvent> { MosquittoTransport.events(of: client) }
+
+    /// What the session's client uses: the loop's messages and the connection's edges go
+    /// straight into its inbox, with no task of the session waiting on a stream.
+    func subscribe(_ filters: [String], deliver: @escaping @Sendable (TransportMessage) -> Void) async throws {
+        try await client.subscribe(filters, qos: .atMostOnce) { message in
+            deliver(TransportMessage(topic: message.topic, payload: message.payload, retained: message.retain))
+        }
+    }
+
+    func followEvents(_ deliver: @escaping @Sendable (TransportEvent) -> Void) {
+        MosquittoTransport.followEvents(of: client, deliver)
+    }
 }
