@@ -12,64 +12,86 @@ enum ClientInput: Sendable {
     case resendTick
 }
 
-/// A client's inputs (every subscription's messages, the connection's edges, the
-/// resend clock's ticks) in one queue, with no task waiting on it: the first input into
-/// an empty queue starts a task that takes them on the client's actor until none is
-/// left, and ends. A client that nothing reaches holds no task, and one that is
-/// reached takes a burst in one task, in the order it came.
+/// An actor's inputs (a client's subscriptions' messages, its connection's edges and
+/// the resend clock's ticks; what a tandem-web session and tab take from their client)
+/// in one queue, with no task waiting on it: the first input into an empty queue starts
+/// a task that takes them on the owner's actor until none is left, and ends. An owner
+/// that nothing reaches holds no task, and one that is reached takes a burst in one
+/// task, in the order it came.
 ///
 /// Why: a server holds a client per signed-in person (tandem-web), and a task waiting
 /// on a stream keeps its frames, 2-4 KB: with a task per subscription, the connection's
 /// events and a resend timer, that was most of a person's memory. `put` is called
-/// from the transport's thread (the MQTT loop); the queue is behind a `Mutex`.
-final class Inbox: Sendable {
+/// from any thread (the transport's, another actor's); the queue is behind a `Mutex`.
+package final class Inbox<Input: Sendable>: Sendable {
     private struct State {
-        var inputs: [ClientInput] = []
+        var inputs: [Input] = []
         /// A task is taking the inputs (the next `put` starts none).
         var draining = false
+        /// Inputs wait without being taken (``hold()``).
+        var held = false
         var closed = false
-        weak var client: TandemClient?
+        /// Starts the task that takes the inputs (``attach(_:)``).
+        var drain: (@Sendable () -> Void)?
     }
 
     private let state = Mutex(State())
 
-    /// The client whose actor takes the inputs (set once, by it).
-    func attach(_ client: TandemClient) {
-        state.withLock { $0.client = client }
+    package init() {}
+
+    /// How the owner takes its inputs: `drain` starts a task that calls ``take()`` on the
+    /// owner's actor, and handles what it gets, until it gets nothing. Set once, by the
+    /// owner (weakly held in `drain`: the queue does not keep its owner).
+    package func attach(_ drain: @escaping @Sendable () -> Void) {
+        state.withLock { $0.drain = drain }
     }
 
-    /// Queues `input`; starts the task that takes it unless one runs. Nothing once closed
-    /// (or once the client is gone).
-    func put(_ input: ClientInput) {
-        let start: TandemClient? = state.withLock { s in
-            guard !s.closed, let client = s.client else { return nil }
+    /// Queues `input`; starts the task that takes it unless one runs. Nothing once closed.
+    package func put(_ input: Input) {
+        let drain: (@Sendable () -> Void)? = state.withLock { s in
+            guard !s.closed else { return nil }
             s.inputs.append(input)
-            guard !s.draining else { return nil }
+            guard !s.draining, !s.held, let drain = s.drain else { return nil }
             s.draining = true
-            return client
+            return drain
         }
-        guard let start else { return }
-        // Detached: no task-local values copied into it.
-        Task.detached { await start.takeInputs() }
+        drain?()
     }
 
-    /// Everything queued, oldest first; empty when nothing is, which ends the task that
-    /// asked (the next `put` starts another).
-    func take() -> [ClientInput] {
+    /// Everything queued, oldest first; empty when nothing is (or the inputs are held),
+    /// which ends the task that asked (the next `put` or ``release()`` starts another).
+    package func take() -> [Input] {
         state.withLock { s in
-            if s.inputs.isEmpty {
+            if s.inputs.isEmpty || s.held || s.closed {
                 s.draining = false
                 return []
             }
-            // Swapped out: an idle client keeps no buffer.
+            // Swapped out: an idle owner keeps no buffer.
             let inputs = s.inputs
             s.inputs = []
             return inputs
         }
     }
 
+    /// Inputs are queued and not taken until ``release()``: for an owner setting up
+    /// what they concern (a tab that starts showing a room).
+    package func hold() {
+        state.withLock { $0.held = true }
+    }
+
+    /// Takes what was queued meanwhile, and what comes next.
+    package func release() {
+        let drain: (@Sendable () -> Void)? = state.withLock { s in
+            s.held = false
+            guard !s.closed, !s.inputs.isEmpty, !s.draining, let drain = s.drain else { return nil }
+            s.draining = true
+            return drain
+        }
+        drain?()
+    }
+
     /// Drops what is queued and everything put from now on.
-    func close() {
+    package func close() {
         state.withLock { s in
             s.closed = true
             s.inputs = []
@@ -86,7 +108,7 @@ final class ResendClock: Sendable {
     static let shared = ResendClock(interval: .seconds(1))
 
     private struct Armed {
-        weak var inbox: Inbox?
+        weak var inbox: Inbox<ClientInput>?
     }
 
     private struct State {
@@ -102,7 +124,7 @@ final class ResendClock: Sendable {
     }
 
     /// `inbox` gets a tick every `interval` until ``disarm(_:)`` (or until it is gone).
-    func arm(_ inbox: Inbox) {
+    func arm(_ inbox: Inbox<ClientInput>) {
         let start = state.withLock { s in
             s.armed[ObjectIdentifier(inbox)] = Armed(inbox: inbox)
             guard !s.ticking else { return false }
@@ -113,7 +135,7 @@ final class ResendClock: Sendable {
         Task.detached { await self.tick() }
     }
 
-    func disarm(_ inbox: Inbox) {
+    func disarm(_ inbox: Inbox<ClientInput>) {
         state.withLock { s in
             _ = s.armed.removeValue(forKey: ObjectIdentifier(inbox))
         }
@@ -122,8 +144,8 @@ final class ResendClock: Sendable {
     private func tick() async {
         while true {
             try? await Task.sleep(for: interval)
-            let inboxes = state.withLock { s -> [Inbox]? in
-                var inboxes: [Inbox] = []
+            let inboxes = state.withLock { s -> [Inbox<ClientInput>]? in
+                var inboxes: [Inbox<ClientInput>] = []
                 var gone: [ObjectIdentifier] = []
                 inboxes.reserveCapacity(s.armed.count)
                 for (key, armed) in s.armed {

@@ -103,7 +103,7 @@ public actor TandemClient {
     /// Every subscription's messages, the connection's edges and the resend clock's
     /// ticks, taken on this actor in the order they came, by a task that runs only while
     /// there is something to take (``Inbox``).
-    nonisolated let inbox = Inbox()
+    nonisolated let inbox = Inbox<ClientInput>()
     /// The connection as the inbox's events said it: up once, and dropped since (from the
     /// first connection on, each outage is reported once).
     var eventsUp = false
@@ -171,7 +171,11 @@ public actor TandemClient {
         self.logger = logger
         tracker = PendingTracker(resendAfter: resendAfter)
         ids = IdentifierGenerator(user: user)
-        inbox.attach(self)
+        inbox.attach { [weak self] in
+            guard let self else { return }
+            // Detached: no task-local values copied into it.
+            Task.detached { await self.takeInputs() }
+        }
     }
 
     // MARK: Connection and presence
