@@ -14,8 +14,8 @@ import Synchronization
 /// process with many connections (tandem-web holds one per signed-in person) would
 /// otherwise stop at about 250 of them. libmosquitto's callbacks run on the thread that
 /// reads; they copy what they receive and hand it over through continuations and
-/// `AsyncStream`s, and the one piece of caller code they run is a subscription's
-/// `deliver` closure, which must return at once.
+/// `AsyncStream`s, and the only caller code they run is a subscription's `deliver`
+/// closure and the ``MQTTClient/onEvent(_:)`` handlers, which must return at once.
 ///
 /// - Publishing QoS 1 with ``publish(_:payload:qos:retain:)`` returns when the broker's
 ///   PUBACK arrives and throws on a negative reason code, on disconnect and on
