@@ -1,10 +1,20 @@
+import Synchronization
+
 /// Values handed to every listener, owned by one actor: each new listener first gets
 /// what it should start from (by default the latest value, if any), then every value
-/// sent after.
+/// sent after. A listener is a stream (the public API), or a closure called on the
+/// owner's actor (``Listening``: for a server that merges what its clients say into an
+/// input of its own, with no task waiting on a stream).
 struct Broadcast<Value: Sendable>: Sendable {
     private var listeners: [AsyncStream<Value>.Continuation] = []
+    private var handlers: [Handler] = []
     private let buffering: AsyncStream<Value>.Continuation.BufferingPolicy
     private(set) var current: Value?
+
+    private struct Handler: Sendable {
+        let listening: Listening
+        let deliver: @Sendable (Value) -> Void
+    }
 
     /// - Parameter buffering: what a listener that falls behind keeps. The latest state
     ///   of something can drop what it no longer needs (the default); a stream whose
@@ -21,14 +31,45 @@ struct Broadcast<Value: Sendable>: Sendable {
         return stream
     }
 
+    /// A new listener that `deliver` is: called at once with `first` (nil: the latest
+    /// value, if any), then with every value sent, on the owner's actor, until the
+    /// returned ``Listening`` is stopped. It must return at once. Nothing marks
+    /// ``finish()`` (it is simply called no more).
+    mutating func listen(first: [Value]? = nil, deliver: @escaping @Sendable (Value) -> Void) -> Listening {
+        let listening = Listening()
+        for value in first ?? current.map({ [$0] }) ?? [] { deliver(value) }
+        handlers.append(Handler(listening: listening, deliver: deliver))
+        return listening
+    }
+
     mutating func send(_ value: Value) {
         current = value
         for continuation in listeners { continuation.yield(value) }
+        guard !handlers.isEmpty else { return }
+        handlers.removeAll { $0.listening.isStopped }
+        for handler in handlers { handler.deliver(value) }
     }
 
-    /// Ends every listener's stream.
+    /// Ends every listener's stream, and calls no listener any more.
     mutating func finish() {
         for continuation in listeners { continuation.finish() }
         listeners.removeAll()
+        handlers.removeAll()
     }
+}
+
+/// A listener given as a closure (``TandemClient/roomUpdates(_:deliver:)`` and the
+/// others beside it): ``stop()`` and it is called no more.
+package final class Listening: Sendable {
+    private let stopped = Atomic<Bool>(false)
+
+    init() {}
+
+    /// From now on the closure is not called (one call already under way on the client's
+    /// actor may still end).
+    package func stop() {
+        stopped.store(true, ordering: .sequentiallyConsistent)
+    }
+
+    var isStopped: Bool { stopped.load(ordering: .sequentiallyConsistent) }
 }

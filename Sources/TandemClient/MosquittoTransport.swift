@@ -5,7 +5,7 @@ import TandemMQTT
 /// ``TandemTransport`` over libmosquitto (TandemMQTT): the transport on Linux, and the one
 /// the `tandem-agent` binary uses. It is the only file of TandemClient that knows MQTT's
 /// client library; everything else speaks ``TandemTransport``.
-public struct MosquittoTransport: TandemTransport {
+public struct MosquittoTransport: TandemTransport, DeliveringTransport {
     public let client: MQTTClient
 
     /// Wraps a client whose configuration already carries the presence will.
@@ -76,6 +76,27 @@ public struct MosquittoTransport: TandemTransport {
     }
 
     public var events: AsyncStream<TransportEvent> { Self.events(of: client) }
+
+    package func subscribe(_ filters: [String], deliver: @escaping @Sendable (TransportMessage) -> Void) async throws {
+        try await client.subscribe(filters, qos: .atLeastOnce) { message in
+            deliver(TransportMessage(topic: message.topic, payload: message.payload, retained: message.retain))
+        }
+    }
+
+    package func followEvents(_ deliver: @escaping @Sendable (TransportEvent) -> Void) {
+        Self.followEvents(of: client, deliver)
+    }
+
+    /// `client`'s connection events as ``TransportEvent``s, handed to `deliver` on the
+    /// thread that sees them (for tandem-web's `WebTransport` too).
+    package static func followEvents(of client: MQTTClient, _ deliver: @escaping @Sendable (TransportEvent) -> Void) {
+        client.onEvent { event in
+            switch event {
+            case .connected: deliver(.connected)
+            case .disconnected(let reason): deliver(.disconnected(reason: reason))
+            }
+        }
+    }
 
     /// `client`'s connection events as ``TransportEvent``s: for this transport and for
     /// tandem-web's `WebTransport`, the other one over an ``MQTTClient``. Followed by a

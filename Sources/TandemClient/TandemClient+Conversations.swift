@@ -23,14 +23,22 @@ extension TandemClient {
     /// ``ConversationReplica`` (with its `peer`) after every change of any of them,
     /// starting with those already held. Nothing is dropped.
     public func conversations() async throws -> AsyncStream<ConversationReplica> {
+        try await followAllConversations()
+        return allConversations!.listen(first: heldConversations)
+    }
+
+    func followAllConversations() async throws {
         if allConversations == nil {
             allConversations = Broadcast(buffering: .unbounded)
             try await follow([topics.conversations(user: user), topics.allConversationChanges(user: user)]) {
                 $0.receive(conversation: $1)
             }
         }
-        let held = conversations.values.map(\.replica).filter { $0.epoch != nil }.sorted { $0.peer < $1.peer }
-        return allConversations!.listen(first: held)
+    }
+
+    /// What a new listener to ``conversations()`` starts with.
+    var heldConversations: [ConversationReplica] {
+        conversations.values.map(\.replica).filter { $0.epoch != nil }.sorted { $0.peer < $1.peer }
     }
 
     /// Waits until no conversation is behind, at most `timeout`. A conversation is

@@ -32,6 +32,11 @@ extension TandemClient {
     /// keeps its last position: an app fades cursors that stop moving, or follows
     /// presence. A listener that falls behind skips older positions.
     public func cursors(room: String) async throws -> AsyncStream<RoomCursor> {
+        try await followCursors(room: room)
+        return cursorWatches[room]!.listeners.listen(first: heldCursors(room: room))
+    }
+
+    func followCursors(room: String) async throws {
         if cursorWatches[room] == nil { cursorWatches[room] = CursorWatch() }
         if !cursorsSubscribed.contains(room) {
             cursorsSubscribed.insert(room)
@@ -41,8 +46,11 @@ extension TandemClient {
                 client.receive(cursor: message, room: room, prefix: prefix)
             }
         }
-        let held = cursorWatches[room]!.latest.sorted { $0.key < $1.key }.map { RoomCursor(userId: $0.key, position: $0.value) }
-        return cursorWatches[room]!.listeners.listen(first: held)
+    }
+
+    /// What a new listener to ``cursors(room:)`` starts with: the positions held.
+    func heldCursors(room: String) -> [RoomCursor] {
+        cursorWatches[room]!.latest.sorted { $0.key < $1.key }.map { RoomCursor(userId: $0.key, position: $0.value) }
     }
 
     private func receive(cursor message: TransportMessage, room: String, prefix: String) {

@@ -44,11 +44,15 @@ extension TandemClient {
     }
 
     private func startPresence() -> AsyncStream<Set<String>> {
+        preparePresence()
+        return presenceListeners!.listen()
+    }
+
+    func preparePresence() {
         if presenceListeners == nil {
             presenceListeners = Broadcast(buffering: .bufferingNewest(16))
             presenceListeners!.send([])
         }
-        return presenceListeners!.listen()
     }
 
     private func receive(presence message: TransportMessage) {

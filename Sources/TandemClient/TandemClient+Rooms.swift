@@ -19,12 +19,17 @@ extension TandemClient {
     /// dropped; a room already held starts with an ``RoomUpdate/Cause/initial`` update.
     public func roomUpdates(_ id: String) async throws -> AsyncStream<RoomUpdate> {
         try await watch(room: id)
-        let replica = rooms[id]!.replica
-        let held = replica.epoch != nil || !replica.pendingEventIds.isEmpty
-        return rooms[id]!.updates.listen(first: held ? [RoomUpdate(cause: .initial, replica: replica)] : [])
+        return rooms[id]!.updates.listen(first: initialUpdate(of: id))
     }
 
-    private func watch(room id: String) async throws {
+    /// What a new listener to ``roomUpdates(_:)`` starts with: the room as held, if any.
+    func initialUpdate(of id: String) -> [RoomUpdate] {
+        let replica = rooms[id]!.replica
+        let held = replica.epoch != nil || !replica.pendingEventIds.isEmpty
+        return held ? [RoomUpdate(cause: .initial, replica: replica)] : []
+    }
+
+    func watch(room id: String) async throws {
         guard rooms[id] == nil else { return }
         rooms[id] = RoomWatch(replica: RoomReplica(roomId: id))
         // The room list says when this user is no longer a member (the room itself then

@@ -20,6 +20,7 @@ extension TandemClient {
     public func post(id: String, topic: String, payload: [UInt8], label: String) -> Outgoing {
         let outgoing = Outgoing(id: id, topic: topic, payload: payload, label: label)
         tracker.sent(outgoing, at: WallClock.now())
+        armResends()
         publish(outgoing)
         return outgoing
     }
@@ -65,6 +66,7 @@ extension TandemClient {
             do { try await Task.sleep(for: .milliseconds(50)) } catch { break }
         }
         let abandoned = tracker.abandonAll()
+        armResends()
         for outgoing in abandoned {
             if let room = roomOfEdit.removeValue(forKey: outgoing.id) { editSettled(outgoing.id, in: room, accepted: false) }
             waiters.removeValue(forKey: outgoing.id)?.resume(throwing: TandemClientError.noReceipt(id: outgoing.id))
@@ -75,7 +77,9 @@ extension TandemClient {
     func receive(receiptMessage message: TransportMessage) {
         // A duplicate that carries its first copy's outcome counts as that outcome.
         guard let receipt = read("receipt", message, { (bytes) throws(Rejection) in try Receipt.decode(bytes).resolved }) else { return }
-        switch tracker.receipt(receipt) {
+        let settlement = tracker.receipt(receipt)
+        armResends()
+        switch settlement {
         case .unknown:
             // Not ours (another client of this user), or already settled; telemetry is
             // never pending, and its rejections concern every device of the user.
@@ -106,6 +110,7 @@ extension TandemClient {
         for (_, waiter) in waiting { waiter.resume() }
     }
 
+    /// The resend clock's tick (``ResendClock``): each second while something is pending.
     func resendDue() {
         for outgoing in tracker.dueForResend(at: WallClock.now()) {
             logger.info("no receipt for \(outgoing.id) (\(outgoing.label)) yet; resending")

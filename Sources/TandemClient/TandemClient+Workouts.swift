@@ -26,13 +26,17 @@ extension TandemClient {
     /// come: the latest of each workout held first (oldest start first), then every newer
     /// one (a new epoch starts over). Nothing is dropped.
     public func allWorkoutSnapshots() async throws -> AsyncStream<WorkoutSnapshot> {
+        try await followAllWorkouts()
+        return allWorkouts!.listen(first: latestWorkouts.values.sorted { $0.startedAt < $1.startedAt })
+    }
+
+    func followAllWorkouts() async throws {
         if allWorkouts == nil {
             allWorkouts = Broadcast(buffering: .unbounded)
             try await follow([topics.allWorkoutStates(user: user)]) { client, message in
                 client.receive(anyWorkout: message)
             }
         }
-        return allWorkouts!.listen(first: latestWorkouts.values.sorted { $0.startedAt < $1.startedAt })
     }
 
     private func receive(anyWorkout message: TransportMessage) {

@@ -96,7 +96,20 @@ public actor TandemClient {
     var queries: [String: QuerySlot] = [:]
     /// `users/{user}/responses` is subscribed (from the first query on).
     var followingResponses = false
+    /// Tasks that read a transport's streams for the inbox (a transport that does not
+    /// deliver, ``DeliveringTransport``), and those of ``mirroredFlights(workout:origin:)``
+    /// and ``healthSamples(workout:)``: cancelled at ``close()``.
     var tasks: [Task<Void, Never>] = []
+    /// Every subscription's messages, the connection's edges and the resend clock's
+    /// ticks, taken on this actor in the order they came, by a task that runs only while
+    /// there is something to take (``Inbox``).
+    nonisolated let inbox = Inbox<ClientInput>()
+    /// The connection as the inbox's events said it: up once, and dropped since (from the
+    /// first connection on, each outage is reported once).
+    var eventsUp = false
+    var eventsDropped = false
+    /// The process's resend clock ticks into the inbox (something waits for its receipt).
+    var resendArmed = false
     /// Receipts, connection events and resends are followed (from the first `connect`).
     var following = false
     var connected = false
@@ -158,6 +171,11 @@ public actor TandemClient {
         self.logger = logger
         tracker = PendingTracker(resendAfter: resendAfter)
         ids = IdentifierGenerator(user: user)
+        inbox.attach { [weak self] in
+            guard let self else { return }
+            // Detached: no task-local values copied into it.
+            Task.detached { await self.takeInputs() }
+        }
     }
 
     // MARK: Connection and presence
@@ -201,44 +219,65 @@ public actor TandemClient {
         }
     }
 
-    /// Receipts, the connection's edges and the resend timer, from the first connect on.
+    /// Receipts, the connection's edges and resends, from the first connect on.
     private func startFollowing() async throws {
-        let receipts = try await transport.subscribe([topics.receipts(user: user)])
-        let events = transport.events
+        try await follow([topics.receipts(user: user)]) { client, message in
+            client.receive(receiptMessage: message)
+        }
+        let inbox = inbox
+        if let transport = transport as? any DeliveringTransport {
+            transport.followEvents { inbox.put(.event($0)) }
+        } else {
+            let events = transport.events
+            tasks.append(Task {
+                for await event in events { inbox.put(.event(event)) }
+            })
+        }
         following = true
-        tasks.append(Task { [weak self] in
-            do {
-                for try await message in receipts { await self?.receive(receiptMessage: message) }
-            } catch {}
-        })
-        tasks.append(Task { [weak self] in
-            // What happens before the first connection is connect()'s business (it
-            // throws or waits); from then on, each outage is reported once.
-            var up = false
-            var dropped = false
-            for await event in events {
-                switch event {
-                case .connected:
-                    if !up {
-                        up = true
-                    } else if dropped {
-                        dropped = false
-                        await self?.reconnected()
-                    }
-                case .disconnected(let reason):
-                    guard up, !dropped else { continue }
-                    dropped = true
-                    await self?.lost(reason)
+        armResends()
+    }
+
+    /// Takes what the inbox holds, in the order it came, until it is empty (the task
+    /// that calls this then ends).
+    func takeInputs() {
+        while true {
+            let inputs = inbox.take()
+            if inputs.isEmpty { return }
+            for input in inputs {
+                switch input {
+                case .message(let message, let receive): receive(self, message)
+                case .event(let event): take(event)
+                case .resendTick: resendDue()
                 }
             }
-        })
-        tasks.append(Task { [weak self] in
-            while !Task.isCancelled {
-                try? await Task.sleep(for: .seconds(1))
-                guard let self else { return }
-                await self.resendDue()
+        }
+    }
+
+    /// What happens before the first connection is connect()'s business (it throws or
+    /// waits); from then on, each outage is reported once.
+    private func take(_ event: TransportEvent) {
+        switch event {
+        case .connected:
+            if !eventsUp {
+                eventsUp = true
+            } else if eventsDropped {
+                eventsDropped = false
+                reconnected()
             }
-        })
+        case .disconnected(let reason):
+            guard eventsUp, !eventsDropped else { return }
+            eventsDropped = true
+            lost(reason)
+        }
+    }
+
+    /// The resend clock ticks for this client while something waits for its receipt
+    /// (from the first connect on, until ``close()``).
+    func armResends() {
+        let armed = following && !isClosed && !tracker.isEmpty
+        guard armed != resendArmed else { return }
+        resendArmed = armed
+        if armed { ResendClock.shared.arm(inbox) } else { ResendClock.shared.disarm(inbox) }
     }
 
     private func lost(_ reason: String) {
@@ -284,6 +323,7 @@ public actor TandemClient {
     /// payload: it learns "offline", then the broker forgets the topic. (After a crash
     /// the will's retained offline stays, which is what tells the coordinator.)
     public func close() async {
+        inbox.close()
         for task in tasks { task.cancel() }
         tasks.removeAll()
         for (_, flush) in cursorFlushes { flush.cancel() }
@@ -309,6 +349,7 @@ public actor TandemClient {
             for (_, waiter) in waiters { waiter.resume() }
         }
         settleWaiters.removeAll()
+        armResends()
         receiptListeners.finish()
         connectionListeners.finish()
         coordinator?.finish()
@@ -340,15 +381,17 @@ public actor TandemClient {
     }
 
     /// Subscribes to `filters` and hands each message to `receive` on this actor until
-    /// the client closes.
+    /// the client closes, through the inbox.
     func follow(_ filters: [String], _ receive: @escaping @Sendable (isolated TandemClient, TransportMessage) -> Void) async throws {
+        let inbox = inbox
+        if let transport = transport as? any DeliveringTransport {
+            try await transport.subscribe(filters) { message in inbox.put(.message(message, receive)) }
+            return
+        }
         let stream = try await transport.subscribe(filters)
-        tasks.append(Task { [weak self] in
+        tasks.append(Task {
             do {
-                for try await message in stream {
-                    guard let self else { return }
-                    await receive(self, message)
-                }
+                for try await message in stream { inbox.put(.message(message, receive)) }
             } catch {}
         })
     }

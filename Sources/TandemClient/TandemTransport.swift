@@ -60,3 +60,15 @@ extension TandemTransport {
         try enqueue(topic, payload: payload, retain: false)
     }
 }
+
+/// A transport that hands each message and connection edge to a closure as it comes,
+/// on its own thread: ``TandemClient`` then queues them in one inbox, with no task
+/// waiting on a stream per subscription (``Inbox``). ``MosquittoTransport`` and
+/// tandem-web's are; any other transport is read through its streams, a task each.
+package protocol DeliveringTransport: TandemTransport {
+    /// Subscribes at the transport's QoS and calls `deliver` with every message, until the
+    /// transport is closed. `deliver` returns at once.
+    func subscribe(_ filters: [String], deliver: @escaping @Sendable (TransportMessage) -> Void) async throws
+    /// Calls `deliver` with every edge of the connection from now on (as ``TandemTransport/events``).
+    func followEvents(_ deliver: @escaping @Sendable (TransportEvent) -> Void)
+}

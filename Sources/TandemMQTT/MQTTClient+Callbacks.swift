@@ -64,7 +64,7 @@ extension ClientCore {
                 waiters.forEach { $0.resume(throwing: error) }
                 _ = mosquitto_disconnect_v5(mosq, 0, nil)
             }
-            eventsContinuation.yield(.disconnected(reason: error.message))
+            emit(.disconnected(reason: error.message))
             return
         }
         heard()
@@ -102,7 +102,7 @@ extension ClientCore {
             defer { s.connectWaiters.removeAll() }
             return Array(s.connectWaiters.values)
         }
-        eventsContinuation.yield(.connected(sessionPresent: sessionPresent))
+        emit(.connected(sessionPresent: sessionPresent))
         waiters.forEach { $0.resume() }
     }
 
@@ -156,11 +156,10 @@ extension ClientCore {
             }
             return targets
         }
-        for target in targets {
-            if let deliver = target.deliver {
-                deliver(message)
-            } else {
-                target.continuation.yield(message)
+        for entry in targets {
+            switch entry.target {
+            case .deliver(let deliver): deliver(message)
+            case .stream(let continuation): continuation.yield(message)
             }
         }
     }

@@ -47,7 +47,7 @@ extension ClientCore {
                 let reason = "connect to \(configuration.host):\(configuration.port) failed: \(LibMosquitto.errorString(rc)) (errno \(errno): \(String(cString: strerror(errno))))"
                 state.withLock { $0.lastProblem = reason }
                 logger.info("cannot connect; retrying", metadata: ["reason": "\(reason)"])
-                eventsContinuation.yield(.disconnected(reason: reason))
+                emit(.disconnected(reason: reason))
                 return pooledRetry()
             }
         }

@@ -14,8 +14,8 @@ import Synchronization
 /// process with many connections (tandem-web holds one per signed-in person) would
 /// otherwise stop at about 250 of them. libmosquitto's callbacks run on the thread that
 /// reads; they copy what they receive and hand it over through continuations and
-/// `AsyncStream`s, and the one piece of caller code they run is a subscription's
-/// `deliver` closure, which must return at once.
+/// `AsyncStream`s, and the only caller code they run is a subscription's `deliver`
+/// closure and the ``MQTTClient/onEvent(_:)`` handlers, which must return at once.
 ///
 /// - Publishing QoS 1 with ``publish(_:payload:qos:retain:)`` returns when the broker's
 ///   PUBACK arrives and throws on a negative reason code, on disconnect and on
@@ -33,6 +33,14 @@ public final class MQTTClient: Sendable {
 
     /// Connection events (connected, disconnected with the reason), newest kept.
     public var events: AsyncStream<MQTTConnectionEvent> { core.events }
+
+    /// Hands every connection event from now on to `handler` as well, on the thread that
+    /// sees it (the loop's, the connector's or the client's own): for a consumer that
+    /// merges them into an input of its own, with no task waiting on ``events``.
+    /// `handler` must return at once and never call into this client. Each call adds one.
+    public func onEvent(_ handler: @escaping @Sendable (MQTTConnectionEvent) -> Void) {
+        core.eventHandlers.withLock { $0.append(handler) }
+    }
 
     /// `loop`: the ``PollLoop`` that drives this session's socket once it is connected
     /// (its callbacks and `deliver` run on that loop's thread, with whatever else runs
@@ -86,7 +94,7 @@ public final class MQTTClient: Sendable {
     /// Subscribes to topic filters. Connected: waits for the SUBACK and throws if the
     /// broker refused a filter. Not yet connected: registers them for the next CONNECT.
     public func subscribe(_ filters: [String], qos: MQTTQoS = .atLeastOnce) async throws -> MQTTSubscription {
-        try await core.subscribe(filters, qos: qos)
+        try await core.subscribe(filters, qos: qos)!
     }
 
     public func subscribe(_ filter: String, qos: MQTTQoS = .atLeastOnce) async throws -> MQTTSubscription {
@@ -147,6 +155,8 @@ final class ClientCore: @unchecked Sendable {
     let state = Mutex(State())
     let events: AsyncStream<MQTTConnectionEvent>
     let eventsContinuation: AsyncStream<MQTTConnectionEvent>.Continuation
+    /// Called with every event besides ``events`` (``MQTTClient/onEvent(_:)``).
+    let eventHandlers = Mutex<[@Sendable (MQTTConnectionEvent) -> Void]>([])
     /// Wakes the loop thread out of its backoff sleep when stopping.
     let wake = DispatchSemaphore(value: 0)
     /// An eventfd that wakes the loop thread's `poll` when another thread has queued a
@@ -220,9 +230,14 @@ final class ClientCore: @unchecked Sendable {
     struct SubscriptionEntry {
         var filters: [String]
         var qos: MQTTQoS
-        var continuation: AsyncThrowingStream<MQTTMessage, any Error>.Continuation
-        /// Called on the loop thread instead of yielding into `continuation`.
-        var deliver: (@Sendable (MQTTMessage) -> Void)?
+        /// Where messages go: a stream's continuation, or a closure called on the loop
+        /// thread (with no stream made).
+        var target: Target
+
+        enum Target {
+            case stream(AsyncThrowingStream<MQTTMessage, any Error>.Continuation)
+            case deliver(@Sendable (MQTTMessage) -> Void)
+        }
     }
 
     struct SubscribeWaiter {
@@ -432,7 +447,7 @@ final class ClientCore: @unchecked Sendable {
                     let reason = "connect to \(configuration.host):\(configuration.port) failed: \(LibMosquitto.errorString(rc)) (errno \(errno): \(String(cString: strerror(errno))))"
                     state.withLock { $0.lastProblem = reason }
                     logger.info("cannot connect; retrying", metadata: ["reason": "\(reason)", "mqtt.retry_seconds": "\(delay)"])
-                    eventsContinuation.yield(.disconnected(reason: reason))
+                    emit(.disconnected(reason: reason))
                     _ = wake.wait(timeout: .now() + delay)
                     delay = min(delay * 2, configuration.reconnectDelayMax)
                     continue
@@ -638,7 +653,7 @@ final class ClientCore: @unchecked Sendable {
         guard let waiters else { return false }
         let error = state.withLock { $0.permanentFailure! }
         logger.error("TLS handshake failed; not retrying", error: error)
-        eventsContinuation.yield(.disconnected(reason: error.message))
+        emit(.disconnected(reason: error.message))
         waiters.forEach { $0.resume(throwing: error) }
         return true
     }
@@ -659,7 +674,7 @@ final class ClientCore: @unchecked Sendable {
         }
         guard let waiters else { return false }
         logger.error("not an MQTT broker; not retrying", error: error)
-        eventsContinuation.yield(.disconnected(reason: error.message))
+        emit(.disconnected(reason: error.message))
         waiters.forEach { $0.resume(throwing: error) }
         return true
     }
@@ -778,25 +793,35 @@ final class ClientCore: @unchecked Sendable {
 
     // MARK: Subscribing
 
-    func subscribe(_ filters: [String], qos: MQTTQoS, deliver: (@Sendable (MQTTMessage) -> Void)? = nil) async throws -> MQTTSubscription {
+    /// Returns the subscription's stream; nil for a delivering one (no stream is made).
+    func subscribe(_ filters: [String], qos: MQTTQoS, deliver: (@Sendable (MQTTMessage) -> Void)? = nil) async throws -> MQTTSubscription? {
         for filter in filters {
             guard mosquitto_sub_topic_check(filter) == MOSQ_ERR_SUCCESS.rawValue else {
                 throw MQTTError(.library(code: MOSQ_ERR_INVAL.rawValue), "invalid topic filter: \(filter)")
             }
         }
-        let (stream, continuation) = AsyncThrowingStream.makeStream(of: MQTTMessage.self)
+        let subscription: MQTTSubscription?
+        let target: SubscriptionEntry.Target
+        if let deliver {
+            // A delivering subscription has no stream that anyone holds: it lasts as long
+            // as the client.
+            subscription = nil
+            target = .deliver(deliver)
+        } else {
+            let (stream, continuation) = AsyncThrowingStream.makeStream(of: MQTTMessage.self)
+            subscription = MQTTSubscription(stream: stream)
+            target = .stream(continuation)
+        }
         let (id, connected) = state.withLock { s -> (UInt64, Bool) in
             let id = s.nextToken
             s.nextToken += 1
-            s.subscriptions[id] = SubscriptionEntry(filters: filters, qos: qos, continuation: continuation, deliver: deliver)
+            s.subscriptions[id] = SubscriptionEntry(filters: filters, qos: qos, target: target)
             return (id, s.connected)
         }
-        // A stream's end removes its subscription; a delivering one has no stream that
-        // anyone holds, and lasts as long as the client.
-        if deliver == nil {
+        // A stream's end removes its subscription.
+        if case .stream(let continuation) = target {
             continuation.onTermination = { [weak self] _ in self?.removeSubscription(id) }
         }
-        let subscription = MQTTSubscription(stream: stream)
         guard connected else { return subscription }
         do {
             try await withCheckedThrowingContinuation { (waiter: CheckedContinuation<Void, any Error>) in
@@ -893,6 +918,12 @@ final class ClientCore: @unchecked Sendable {
         }
     }
 
+    /// Tells ``events`` and the ``eventHandlers``. Never with the state's lock held.
+    func emit(_ event: MQTTConnectionEvent) {
+        eventsContinuation.yield(event)
+        for handler in eventHandlers.withLock({ $0 }) { handler(event) }
+    }
+
     /// Stops the loop thread without waiting (deinit of the owning client).
     func stopLoop() {
         let running = state.withLock { s -> Bool in
@@ -938,11 +969,13 @@ final class ClientCore: @unchecked Sendable {
         acks.forEach { $0.resume(throwing: error) }
         let waiterError = permanent ?? MQTTError(.shutDown, reason)
         connectWaiters.forEach { $0.resume(throwing: waiterError) }
-        if wasConnected { eventsContinuation.yield(.disconnected(reason: reason)) }
+        if wasConnected { emit(.disconnected(reason: reason)) }
         if stopping {
             let subs = state.withLock { s -> [AsyncThrowingStream<MQTTMessage, any Error>.Continuation] in
                 defer { s.subscriptions.removeAll() }
-                return s.subscriptions.values.map(\.continuation)
+                return s.subscriptions.values.compactMap { entry in
+                    if case .stream(let continuation) = entry.target { continuation } else { nil }
+                }
             }
             subs.forEach { $0.finish() }
         }

@@ -28,10 +28,28 @@ actor Tab {
         var canUndo: Bool
         var canRedo: Bool
     }
-    private var roomTask: Task<Void, Never>?
-    private var receiptTask: Task<Void, Never>?
+    /// What the session's client says that this tab shows (the watched room's updates
+    /// and cursors, the receipts), taken on this actor in the order it came by a task that
+    /// runs only while there is something to take: no task of the tab waits on the
+    /// client's streams.
+    private nonisolated let inbox = Inbox<Input>()
+
+    private enum Input: Sendable {
+        /// Of the room watched as `watch` (``watchCount`` when it began).
+        case room(watch: Int, room: String, RoomUpdate)
+        case cursor(watch: Int, room: String, RoomCursor)
+        case receipt(ReceiptEvent)
+    }
+
+    /// Counts the rooms watched: what comes for an earlier one is dropped.
+    private var watchCount = 0
+    /// The members of the watched room as its last update said them.
+    private var roomMembers: [RoomMember] = []
+    private var roomListening: Listening?
+    private var receiptListening: Listening?
     /// Follows the watched room's cursors (the other members' pointers).
-    private var cursorTask: Task<Void, Never>?
+    private var cursorListening: Listening?
+    private var stopped = false
     /// The room where this tab last showed the person's pointer: told `{}` when the
     /// pointer goes to another room or the tab closes.
     private var cursorShown: String?
@@ -46,6 +64,36 @@ actor Tab {
         self.continuation = continuation
         self.metrics = metrics
         self.logger = logger
+        inbox.attach { [weak self] in
+            guard let self else { return }
+            Task.detached { await self.takeInputs() }
+        }
+    }
+
+    /// Takes what the inbox holds, in the order it came, until it is empty.
+    private func takeInputs() async {
+        while true {
+            let inputs = inbox.take()
+            if inputs.isEmpty { return }
+            for input in inputs {
+                switch input {
+                case .room(let watch, let room, let update):
+                    guard watch == watchCount else { continue }
+                    let takenAt = ContinuousClock.now
+                    if update.replica.members != roomMembers {
+                        roomMembers = update.replica.members
+                        await session.notePeople(roomMembers.map(\.userId), from: "room:\(room)")
+                    }
+                    forward(update, of: room, takenAt: takenAt)
+                case .cursor(let watch, let room, let cursor):
+                    guard watch == watchCount else { continue }
+                    forward(cursor, of: room)
+                case .receipt(let event):
+                    guard case .settled(let outgoing, let receipt) = event else { continue }
+                    settled(outgoing.id, receipt)
+                }
+            }
+        }
     }
 
     /// Runs the tab until the page goes away or the session ends.
@@ -139,7 +187,11 @@ actor Tab {
         case .success(.ping):
             send(PageJSON.pong)
         case .success(.watch(let room)):
-            await watch(room)
+            // In a task of its own, awaited (frames are still handled in order): following
+            // a room goes deep (a subscription, its acknowledgement), and a task keeps the
+            // memory its deepest call took for as long as it lives, which for the tab's
+            // reading is as long as the tab (about 10 KB a tab, measured).
+            await Task.detached { await self.watch(room) }.value
         case .success(.edit(let ref, let room, let type, let sticker, let image, let frame, let continues)):
             let client = session.client
             let event = EditEvent(eventId: await client.nextId(), type: type, stickerId: sticker, timestamp: WallClock.now(), image: image, frame: frame)
@@ -312,9 +364,12 @@ actor Tab {
             if let replica = await client.replica(of: room) { send(PageJSON.room(replica, undo: await client.undoHistory(of: room))) }
             return
         }
-        roomTask?.cancel()
-        cursorTask?.cancel()
-        cursorTask = nil
+        roomListening?.stop()
+        roomListening = nil
+        cursorListening?.stop()
+        cursorListening = nil
+        watchCount += 1
+        let watch = watchCount
         if let shown = cursorShown, shown != room {
             await client.clearCursor(room: shown)
             cursorShown = nil
@@ -322,9 +377,19 @@ actor Tab {
         watchedRoom = room
         pendingRoom = nil
         undoShown = nil
-        let updates: AsyncStream<RoomUpdate>
+        roomMembers = []
+        // The room's updates wait until its first frame is out (receipts too, for that
+        // long: one inbox).
+        inbox.hold()
+        defer { inbox.release() }
+        let inbox = inbox
         do {
-            updates = try await session.client.roomUpdates(room)
+            let listening = try await session.client.roomUpdates(room) { inbox.put(.room(watch: watch, room: room, $0)) }
+            guard !stopped, watch == watchCount else {
+                listening.stop()
+                return
+            }
+            roomListening = listening
         } catch {
             refuse(PageFrame.Problem(.unavailable, "the room \(room) cannot be watched: \(error)"))
             return
@@ -333,28 +398,15 @@ actor Tab {
             send(PageJSON.room(replica, undo: await client.undoHistory(of: room)))
             await session.notePeople(replica.members.map(\.userId), from: "room:\(room)")
         }
-        roomTask = Task.detached { [weak self] in
-            var members: [RoomMember] = []
-            for await update in updates {
-                guard let self, !Task.isCancelled else { return }
-                let takenAt = ContinuousClock.now
-                if update.replica.members != members {
-                    members = update.replica.members
-                    await self.session.notePeople(members.map(\.userId), from: "room:\(room)")
-                }
-                await self.forward(update, of: room, takenAt: takenAt)
-            }
-        }
+        inbox.release()
         // The other members' pointers; the room works without them.
         do {
-            let cursors = try await client.cursors(room: room)
-            guard room == watchedRoom else { return }
-            cursorTask = Task.detached { [weak self] in
-                for await cursor in cursors {
-                    guard let self, !Task.isCancelled else { return }
-                    await self.forward(cursor, of: room)
-                }
+            let listening = try await client.cursors(room: room) { inbox.put(.cursor(watch: watch, room: room, $0)) }
+            guard !stopped, watch == watchCount, room == watchedRoom else {
+                listening.stop()
+                return
             }
+            cursorListening = listening
         } catch {
             logger.info("cannot follow the cursors of \(room)", metadata: ["error": "\(error)"])
         }
@@ -384,14 +436,9 @@ actor Tab {
     }
 
     private func followReceipts() async {
-        let receipts = await session.client.receipts()
-        receiptTask = Task.detached { [weak self] in
-            for await event in receipts {
-                guard let self else { return }
-                guard case .settled(let outgoing, let receipt) = event else { continue }
-                await self.settled(outgoing.id, receipt)
-            }
-        }
+        let inbox = inbox
+        let listening = await session.client.receipts { inbox.put(.receipt($0)) }
+        if stopped { listening.stop() } else { receiptListening = listening }
     }
 
     private func settled(_ id: String, _ receipt: Receipt) {
@@ -400,9 +447,11 @@ actor Tab {
     }
 
     func stop() async {
-        roomTask?.cancel()
-        receiptTask?.cancel()
-        cursorTask?.cancel()
+        stopped = true
+        inbox.close()
+        roomListening?.stop()
+        receiptListening?.stop()
+        cursorListening?.stop()
         // The pointer of a tab that closed is no longer over the photo.
         if let shown = cursorShown {
             cursorShown = nil

@@ -62,7 +62,19 @@ public actor WebSession {
     private var workouts: [String: (snapshot: WorkoutSnapshot, heartRates: [(Millis, Double)])] = [:]
     /// How many heart rates a card's line keeps (a snapshot a second: two minutes).
     static let heartRatePoints = 120
-    private var tasks: [Task<Void, Never>] = []
+    /// What the client says that every tab shows (the person's rooms, who is online,
+    /// conversations, workouts), taken on this actor in the order it came by a task that
+    /// runs only while there is something to take: no task of the session waits on the
+    /// client's streams.
+    private nonisolated let inbox = Inbox<Input>()
+
+    private enum Input: Sendable {
+        case rooms([RoomMembership])
+        case online(Set<String>)
+        case conversation(ConversationReplica)
+        case workout(WorkoutSnapshot)
+    }
+
     private var endTimer: Task<Void, Never>?
     /// The users whose presence is followed (``notePeople(_:from:)``): everyone ever shown.
     private var people: Set<String> = []
@@ -84,35 +96,28 @@ public actor WebSession {
         self.tabGrace = tabGrace
         self.pacer = pacer
         self.logger = logger
+        inbox.attach { [weak self] in
+            guard let self else { return }
+            Task.detached { await self.takeInputs() }
+        }
     }
 
     /// Follows what every tab shows, then connects. Throws what ``TandemClient/connect(timeout:)``
     /// throws (refused credentials, an unreachable broker); the client is closed then.
     func start(timeout: Duration, onEnd: @escaping @Sendable (WebSession) async -> Void) async throws {
         self.onEnd = onEnd
+        let inbox = inbox
         do {
-            let rooms = try await client.myRooms()
+            try await client.myRooms { inbox.put(.rooms($0)) }
             // Presence of the people this session shows (themselves, their rooms'
             // members, their chat peers: ``notePeople(_:from:)``), not of everyone: with
             // everyone's, each sign-in would reach every session of the process.
-            let online = try await client.onlineUsers(among: [user])
-            let conversations = try await client.conversations()
-            let workouts = try await client.allWorkoutSnapshots()
-            tasks.append(Task.detached { [weak self] in
-                for await list in rooms { await self?.receive(rooms: list) }
-            })
-            tasks.append(Task.detached { [weak self] in
-                for await users in online { await self?.receive(online: users) }
-            })
-            tasks.append(Task.detached { [weak self] in
-                for await replica in conversations { await self?.receive(replica) }
-            })
-            tasks.append(Task.detached { [weak self] in
-                for await snapshot in workouts { await self?.receive(snapshot) }
-            })
+            try await client.onlineUsers(among: [user]) { inbox.put(.online($0)) }
+            try await client.conversations { inbox.put(.conversation($0)) }
+            try await client.allWorkoutSnapshots { inbox.put(.workout($0)) }
             try await client.connect(timeout: timeout)
         } catch {
-            for task in tasks { task.cancel() }
+            inbox.close()
             await client.close()
             throw error
         }
@@ -135,6 +140,22 @@ public actor WebSession {
             try await client.followPresence(of: new)
         } catch {
             logger.info("cannot follow presence", metadata: ["users": "\(new.sorted())", "error": "\(error)"])
+        }
+    }
+
+    /// Takes what the inbox holds, in the order it came, until it is empty.
+    private func takeInputs() async {
+        while true {
+            let inputs = inbox.take()
+            if inputs.isEmpty { return }
+            for input in inputs {
+                switch input {
+                case .rooms(let list): receive(rooms: list)
+                case .online(let users): receive(online: users)
+                case .conversation(let replica): await receive(replica)
+                case .workout(let snapshot): receive(snapshot)
+                }
+            }
         }
     }
 
@@ -256,8 +277,7 @@ public actor WebSession {
         hasEnded = true
         endTimer?.cancel()
         endTimer = nil
-        for task in tasks { task.cancel() }
-        tasks.removeAll()
+        inbox.close()
         for continuation in tabs.values {
             continuation.push(OutFrame(PageJSON.signedOut))
             continuation.finish()

@@ -3,15 +3,14 @@ import TandemCore
 import TandemMQTT
 
 /// ``TandemTransport`` for tandem-web's sessions: an ``MQTTClient`` on the process's
-/// ``PollLoop``, whose messages go straight from the loop's read into the stream that
-/// the session's ``TandemClient`` reads (the MQTT client's `deliver`), with no stream or
-/// frame in between. With thousands of sessions each holding a dozen subscriptions and
-/// the tasks reading them, what every waiting task keeps counts: a memory cost per
-/// session, not per message (MosquittoTransport's pull-through stream kept two more
-/// frames in each reading task).
+/// ``PollLoop``, whose messages and connection edges go straight from the loop's read
+/// into the session's ``TandemClient``'s inbox (a ``DeliveringTransport``: the MQTT
+/// client's `deliver` and `onEvent`), with no stream or waiting task in between. With
+/// thousands of sessions each holding a dozen subscriptions, what every waiting task
+/// keeps counts: a memory cost per session, not per message.
 ///
 /// Like ``MosquittoTransport`` otherwise (QoS 1 publishes, the connection's edges on
-/// ``events``) but for one thing: it subscribes at QoS 0. The session starts clean
+/// ``events`` too) but for one thing: it subscribes at QoS 0. The session starts clean
 /// every time it connects, so the broker never sends a QoS 1 message of it again after a
 /// drop (the session is gone with the connection), and while the connection lives TCP
 /// delivers either: QoS 1 only added an acknowledgement to write for every message the
@@ -19,7 +18,7 @@ import TandemMQTT
 /// update in a room of five). What a reconnect misses comes back as it did: the retained
 /// snapshots and lists, and the resends of what is pending. A subscription lasts until
 /// the client shuts down (TandemClient never ends one sooner).
-struct WebTransport: TandemTransport {
+struct WebTransport: DeliveringTransport {
     let client: MQTTClient
 
     func connect() async throws { try await client.connect() }
@@ -48,4 +47,16 @@ struct WebTransport: TandemTransport {
     }
 
     var events: AsyncStream<TransportEvent> { MosquittoTransport.events(of: client) }
+
+    /// What the session's client uses: the loop's messages and the connection's edges go
+    /// straight into its inbox, with no task of the session waiting on a stream.
+    func subscribe(_ filters: [String], deliver: @escaping @Sendable (TransportMessage) -> Void) async throws {
+        try await client.subscribe(filters, qos: .atMostOnce) { message in
+            deliver(TransportMessage(topic: message.topic, payload: message.payload, retained: message.retain))
+        }
+    }
+
+    func followEvents(_ deliver: @escaping @Sendable (TransportEvent) -> Void) {
+        MosquittoTransport.followEvents(of: client, deliver)
+    }
 }

@@ -127,6 +127,13 @@ def sign_in(page, url, user, password):
 
 
 def sticker_box(page, sticker_id):
+    """The sticker's box, once it has one: the board may be drawing it anew (a frame just
+    came), and an element replaced between finding it and measuring it has none."""
+    for _ in range(50):
+        box = page.locator(f'.sticker[data-id="{sticker_id}"]').bounding_box()
+        if box is not None:
+            return box
+        time.sleep(0.1)
     return page.locator(f'.sticker[data-id="{sticker_id}"]').bounding_box()
 
 
