@@ -73,6 +73,17 @@ package final class Inbox<Input: Sendable>: Sendable {
         }
     }
 
+    /// Hands everything queued to `handle`, oldest first, until nothing is left: the body
+    /// of an owner's drain task, run on the owner's actor (`isolation`). A `handle` that
+    /// never suspends would do with ``take()`` in a loop of its own (``TandemClient``'s).
+    package func drain(isolation: isolated (any Actor)? = #isolation, _ handle: (Input) async -> Void) async {
+        while true {
+            let inputs = take()
+            if inputs.isEmpty { return }
+            for input in inputs { await handle(input) }
+        }
+    }
+
     /// Inputs are queued and not taken until ``release()``: for an owner setting up
     /// what they concern (a tab that starts showing a room).
     package func hold() {

@@ -13,12 +13,11 @@ import TandemCore
 /// to a replica of its own. `Sendable`: the tables are behind `Mutex`es.
 public final class SharedDecodes: Sendable {
     /// At most this many topics are remembered (each table); past it, every entry goes.
-    public let limit: Int
+    public var limit: Int { snapshots.limit }
     private let snapshots: Memo<RoomSnapshot>
     private let changes: Memo<RoomChanges>
 
     public init(limit: Int = 50_000) {
-        self.limit = limit
         snapshots = Memo(limit: limit)
         changes = Memo(limit: limit)
     }

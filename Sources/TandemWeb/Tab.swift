@@ -72,26 +72,22 @@ actor Tab {
 
     /// Takes what the inbox holds, in the order it came, until it is empty.
     private func takeInputs() async {
-        while true {
-            let inputs = inbox.take()
-            if inputs.isEmpty { return }
-            for input in inputs {
-                switch input {
-                case .room(let watch, let room, let update):
-                    guard watch == watchCount else { continue }
-                    let takenAt = ContinuousClock.now
-                    if update.replica.members != roomMembers {
-                        roomMembers = update.replica.members
-                        await session.notePeople(roomMembers.map(\.userId), from: "room:\(room)")
-                    }
-                    forward(update, of: room, takenAt: takenAt)
-                case .cursor(let watch, let room, let cursor):
-                    guard watch == watchCount else { continue }
-                    forward(cursor, of: room)
-                case .receipt(let event):
-                    guard case .settled(let outgoing, let receipt) = event else { continue }
-                    settled(outgoing.id, receipt)
+        await inbox.drain { input in
+            switch input {
+            case .room(let watch, let room, let update):
+                guard watch == watchCount else { return }
+                let takenAt = ContinuousClock.now
+                if update.replica.members != roomMembers {
+                    roomMembers = update.replica.members
+                    await session.notePeople(roomMembers.map(\.userId), from: "room:\(room)")
                 }
+                forward(update, of: room, takenAt: takenAt)
+            case .cursor(let watch, let room, let cursor):
+                guard watch == watchCount else { return }
+                forward(cursor, of: room)
+            case .receipt(let event):
+                guard case .settled(let outgoing, let receipt) = event else { return }
+                settled(outgoing.id, receipt)
             }
         }
     }

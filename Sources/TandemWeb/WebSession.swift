@@ -145,16 +145,12 @@ public actor WebSession {
 
     /// Takes what the inbox holds, in the order it came, until it is empty.
     private func takeInputs() async {
-        while true {
-            let inputs = inbox.take()
-            if inputs.isEmpty { return }
-            for input in inputs {
-                switch input {
-                case .rooms(let list): receive(rooms: list)
-                case .online(let users): receive(online: users)
-                case .conversation(let replica): await receive(replica)
-                case .workout(let snapshot): receive(snapshot)
-                }
+        await inbox.drain { input in
+            switch input {
+            case .rooms(let list): receive(rooms: list)
+            case .online(let users): receive(online: users)
+            case .conversation(let replica): await receive(replica)
+            case .workout(let snapshot): receive(snapshot)
             }
         }
     }
