@@ -25,8 +25,8 @@ public struct CoordinatorConfiguration: Sendable {
     /// what arrives meanwhile is read, decided, committed and published in one turn, one
     /// thread switch for all of it. It adds at most this much to an answer; an idle
     /// pipeline answers at once. Zero: a turn for every packet. 2 ms: at 2,000 events a
-    /// second a fifth less CPU an event than 1 ms and no worse a p99, for half a
-    /// millisecond more at p50 (docs/PERFORMANCE.md, "Turn spacing: 2 ms").
+    /// second a fifth less CPU an event than 1 ms, for about half a millisecond more at
+    /// p50 and p99 (docs/PERFORMANCE.md, "Turn spacing: 2 ms").
     public var turnSpacing: Duration = .milliseconds(2)
     /// The rules the engine applies (windows, leases, limits, retention), reached by
     /// their full path (`configuration.engine.reorderWindowMs`): one name per rule.
