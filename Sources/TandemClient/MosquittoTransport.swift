@@ -87,6 +87,9 @@ public struct MosquittoTransport: TandemTransport, DeliveringTransport {
         Self.followEvents(of: client, deliver)
     }
 
+    package func pauseSubscription(_ filter: String) { client.pauseSubscription(filter) }
+    package func resumeSubscription(_ filter: String) { client.resumeSubscription(filter) }
+
     /// `client`'s connection events as ``TransportEvent``s, handed to `deliver` on the
     /// thread that sees them (for tandem-web's `WebTransport` too).
     package static func followEvents(of client: MQTTClient, _ deliver: @escaping @Sendable (TransportEvent) -> Void) {

@@ -50,8 +50,11 @@ extension TandemClient {
             if let shared = sharedDecodes { return try shared.roomSnapshot(message) }
             return try RoomSnapshot.decode(bytes)
         }) else { return }
+        roomSnapshotsRead += 1
         let epochBefore = rooms[id]!.replica.epoch
-        guard rooms[id]!.replica.snapshot(snapshot) else { return }
+        let applied = rooms[id]!.replica.snapshot(snapshot)
+        pauseSnapshots(of: id)
+        guard applied else { return }
         let newEpoch = epochBefore != nil && epochBefore != snapshot.epoch
         // What the undo stacks name belongs to what was thrown away.
         if newEpoch { undoHistories[id]?.clear() }
@@ -69,10 +72,42 @@ extension TandemClient {
             change.type == .expire && held.first(where: { $0.id == change.stickerId })?.owner == user
         }
         let applied = rooms[id]!.replica.changes(changes)
+        if !applied { askSnapshot(of: id, after: changes) }
         // The room went back to another version: this user's undo and redo were about a
         // room that is no more.
         if changes.changes.contains(where: { $0.type == .restore }) { undoHistories[id]?.clear() }
         changed(room: id, .changes(changes, applied: applied), expiredLocks: expired, replicaChanged: applied)
+    }
+
+    /// Once the replica holds the room (after a gap: as far as the changes that did not
+    /// follow on reached), its snapshots are paused at the broker (``RoomWatch``).
+    private func pauseSnapshots(of id: String) {
+        let replica = rooms[id]!.replica
+        guard let transport = transport as? any DeliveringTransport, let epoch = replica.epoch else { return }
+        if let wanted = rooms[id]!.snapshotWanted {
+            guard wanted.epoch == epoch, replica.version >= wanted.version else { return }
+            rooms[id]!.snapshotWanted = nil
+        }
+        guard !rooms[id]!.snapshotsPaused else { return }
+        rooms[id]!.snapshotsPaused = true
+        transport.pauseSubscription(topics.roomState(room: id))
+    }
+
+    /// Changes that do not follow on from the replica (a gap, a new epoch): the snapshot
+    /// topic again, until a snapshot reaches them. Changes the replica already holds ask
+    /// nothing.
+    private func askSnapshot(of id: String, after changes: RoomChanges) {
+        let replica = rooms[id]!.replica
+        guard let transport = transport as? any DeliveringTransport, replica.epoch != nil, changes.roomId == id,
+              changes.epoch != replica.epoch || changes.fromVersion > replica.version else { return }
+        if let wanted = rooms[id]!.snapshotWanted, wanted.epoch == changes.epoch {
+            // Already asked: the topic is subscribed until a snapshot gets this far.
+            rooms[id]!.snapshotWanted = (changes.epoch, max(wanted.version, changes.toVersion))
+            return
+        }
+        rooms[id]!.snapshotWanted = (changes.epoch, changes.toVersion)
+        rooms[id]!.snapshotsPaused = false
+        transport.resumeSubscription(topics.roomState(room: id))
     }
 
     /// The last update of a watched room this user no longer belongs to, then the end of

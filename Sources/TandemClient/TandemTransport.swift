@@ -71,4 +71,11 @@ package protocol DeliveringTransport: TandemTransport {
     func subscribe(_ filters: [String], deliver: @escaping @Sendable (TransportMessage) -> Void) async throws
     /// Calls `deliver` with every edge of the connection from now on (as ``TandemTransport/events``).
     func followEvents(_ deliver: @escaping @Sendable (TransportEvent) -> Void)
+    /// Stops `filter`'s messages for now; the subscription stays, and a reconnect or
+    /// ``resumeSubscription(_:)`` brings the broker's retained message of it again. Does
+    /// nothing without a connection. Calls leave in the order they are made.
+    func pauseSubscription(_ filter: String)
+    /// Subscribes `filter` (already subscribed, paused or not) again, without waiting:
+    /// the broker sends its retained message. Does nothing without a connection.
+    func resumeSubscription(_ filter: String)
 }

@@ -132,6 +132,24 @@ public final class MQTTClient: Sendable {
         core.probe(filter)
     }
 
+    /// Stops the broker sending `filter`'s messages for now (an UNSUBSCRIBE), while the
+    /// subscription stays registered: a reconnect subscribes it again, as does
+    /// ``resumeSubscription(_:)``, and either way the broker then sends its retained
+    /// message. For a reader that needs a topic only now and then (a room's snapshot,
+    /// once its changes are followed). Returns at once; does nothing without a
+    /// connection. Packets leave in the order these calls are made.
+    public func pauseSubscription(_ filter: String) {
+        core.pauseSubscription(filter)
+    }
+
+    /// Subscribes `filter` again (a registered filter, paused or not) without waiting
+    /// for the SUBACK: the broker sends its retained message again. Returns at once;
+    /// does nothing without a connection (the next CONNECT subscribes every registered
+    /// filter).
+    public func resumeSubscription(_ filter: String) {
+        core.resumeSubscription(filter)
+    }
+
     /// Cuts the connection at once, from any thread: the socket is shut down without a
     /// DISCONNECT (the broker publishes the will), nothing queued is sent, and the
     /// client never connects again. For a coordinator whose leader lease ran out.
@@ -331,6 +349,24 @@ final class ClientCore: @unchecked Sendable {
         state.withLock { s in
             guard s.connected, closedReason(&s) == nil else { return }
             _ = mosquitto_unsubscribe_v5(mosq, nil, filter, nil)
+            kick()
+        }
+    }
+
+    func pauseSubscription(_ filter: String) {
+        state.withLock { s in
+            guard s.connected, closedReason(&s) == nil else { return }
+            _ = mosquitto_unsubscribe_v5(mosq, nil, filter, nil)
+            kick()
+        }
+    }
+
+    func resumeSubscription(_ filter: String) {
+        state.withLock { s in
+            guard s.connected, closedReason(&s) == nil,
+                  let entry = s.subscriptions.values.first(where: { $0.filters.contains(filter) }) else { return }
+            // The SUBACK finds no waiter: refused filters are logged (``didSubscribe(mid:granted:)``).
+            _ = mosquitto_subscribe_v5(mosq, nil, filter, entry.qos.rawValue, 0, nil)
             kick()
         }
     }

@@ -17,7 +17,8 @@ import TandemMQTT
 /// session reads (a system call and the broker's handling of it, five for each drag
 /// update in a room of five). What a reconnect misses comes back as it did: the retained
 /// snapshots and lists, and the resends of what is pending. A subscription lasts until
-/// the client shuts down (TandemClient never ends one sooner).
+/// the client shuts down (TandemClient never ends one sooner; it pauses a room's
+/// snapshots while it follows the room's changes).
 struct WebTransport: DeliveringTransport {
     let client: MQTTClient
 
@@ -59,4 +60,7 @@ struct WebTransport: DeliveringTransport {
     func followEvents(_ deliver: @escaping @Sendable (TransportEvent) -> Void) {
         MosquittoTransport.followEvents(of: client, deliver)
     }
+
+    func pauseSubscription(_ filter: String) { client.pauseSubscription(filter) }
+    func resumeSubscription(_ filter: String) { client.resumeSubscription(filter) }
 }
