@@ -66,12 +66,16 @@ extension TandemClient {
             if let shared = sharedDecodes { return try shared.roomChanges(message) }
             return try RoomChanges.decode(bytes)
         }) else { return }
+        let watch = rooms[id]!
         // Whose locks these expire is a question about the room before them.
-        let held = rooms[id]!.replica.confirmedStickers
-        let expired = changes.changes.filter { change in
-            change.type == .expire && held.first(where: { $0.id == change.stickerId })?.owner == user
+        var expired: [RoomChange] = []
+        if changes.changes.contains(where: { $0.type == .expire }) {
+            let held = watch.replica.confirmedStickers
+            expired = changes.changes.filter { change in
+                change.type == .expire && held.first(where: { $0.id == change.stickerId })?.owner == user
+            }
         }
-        let applied = rooms[id]!.replica.changes(changes)
+        let applied = watch.replica.changes(changes)
         if !applied { askSnapshot(of: id, after: changes) }
         // The room went back to another version: this user's undo and redo were about a
         // room that is no more.
@@ -124,9 +128,10 @@ extension TandemClient {
     /// Tells the room's listeners: every update to ``roomUpdates(_:)``, the replica to
     /// ``room(_:)`` when it changed.
     func changed(room id: String, _ cause: RoomUpdate.Cause, expiredLocks: [RoomChange] = [], replicaChanged: Bool = true) {
-        let replica = rooms[id]!.replica
-        if replicaChanged { rooms[id]!.replicas.send(replica) }
-        rooms[id]!.updates.send(RoomUpdate(cause: cause, replica: replica, expiredLocks: expiredLocks))
+        let watch = rooms[id]!
+        let replica = watch.replica
+        if replicaChanged { watch.replicas.send(replica) }
+        watch.updates.send(RoomUpdate(cause: cause, replica: replica, expiredLocks: expiredLocks))
     }
 
     /// The latest replica of a room watched with ``room(_:)`` or ``roomUpdates(_:)``,

@@ -129,7 +129,10 @@ public actor TandemClient {
     /// not follow on resumes the subscription, and the broker sends the retained
     /// snapshot, as the contract's "on a gap it takes the next snapshot" asks. In a room
     /// of five, a drag's snapshot reached five clients of tandem-web for nothing.
-    struct RoomWatch {
+    ///
+    /// A class: reading a room's replica or flags out of ``rooms`` copies a reference,
+    /// not the replica, two broadcasts and the flags (every change read did, twice).
+    final class RoomWatch {
         var replica: RoomReplica
         var replicas = Broadcast<RoomReplica>()
         var updates = Broadcast<RoomUpdate>(buffering: .unbounded)
@@ -140,6 +143,10 @@ public actor TandemClient {
         /// The topic stays subscribed until a snapshot brings the replica there (the
         /// retained one the broker sends at once may be older).
         var snapshotWanted: (epoch: String, version: Int64)?
+
+        init(replica: RoomReplica) {
+            self.replica = replica
+        }
     }
 
     struct CursorWatch {

@@ -148,23 +148,9 @@ extension ClientCore {
     /// (seen once in a full test run: a TestPeer's close hung with a message arriving).
     func deliver(_ message: MQTTMessage) {
         heard()
-        // One array, built in one pass, the topic's bytes taken once: this runs for every
-        // inbound message, against every filter.
-        var topic = message.topic
-        let targets = topic.withUTF8 { topic in
-            state.withLock { s in
-                var targets: [SubscriptionEntry] = []
-                for entry in s.subscriptions.values where entry.filters.contains(where: { filter in
-                    var filter = filter
-                    return filter.withUTF8 { LibMosquitto.topicMatches(filter: $0, topic: topic) }
-                }) {
-                    targets.append(entry)
-                }
-                return targets
-            }
-        }
-        for entry in targets {
-            switch entry.target {
+        let targets = state.withLock { s in s.routes.targets(for: message.topic) }
+        for target in targets {
+            switch target {
             case .deliver(let deliver): deliver(message)
             case .stream(let continuation): continuation.yield(message)
             }

@@ -1,3 +1,4 @@
+import Synchronization
 import Testing
 @testable import TandemMQTT
 
@@ -21,4 +22,40 @@ struct TopicMatchTests {
                     "filter \(filter.debugDescription), topic \(topic.debugDescription)")
         }
     }
+}
+
+/// `ClientCore.Routes`: the subscriptions a message reaches, found by its topic for a
+/// filter without wildcards and by matching for the others, each subscription once.
+struct RouteTests {
+    @Test func eachMatchingSubscriptionOnceExactAndWildcardAlike() {
+        let reached = LockedIds()
+        func entry(_ id: Int, _ filters: [String]) -> ClientCore.SubscriptionEntry {
+            ClientCore.SubscriptionEntry(filters: filters, qos: .atLeastOnce, target: .deliver { _ in reached.add(id) })
+        }
+        let routes = ClientCore.Routes([
+            1: entry(1, ["tandem/v1/rooms/r1/state", "tandem/v1/rooms/r1/changes"]),
+            2: entry(2, ["tandem/v1/rooms/+/changes"]),
+            3: entry(3, ["tandem/v1/rooms/r1/changes", "tandem/v1/#"]),
+            4: entry(4, ["tandem/v1/users/alice/rooms/+"]),
+        ])
+        func reach(_ topic: String) -> [Int] {
+            reached.clear()
+            for target in routes.targets(for: topic) {
+                if case .deliver(let deliver) = target { deliver(MQTTMessage(topic: topic, payload: [], qos: .atLeastOnce, retain: false)) }
+            }
+            return reached.sorted
+        }
+        #expect(reach("tandem/v1/rooms/r1/changes") == [1, 2, 3])
+        #expect(reach("tandem/v1/rooms/r1/state") == [1, 3])
+        #expect(reach("tandem/v1/rooms/r2/changes") == [2, 3])
+        #expect(reach("tandem/v1/users/alice/rooms/r1") == [3, 4])
+        #expect(reach("elsewhere/x") == [])
+    }
+}
+
+final class LockedIds: Sendable {
+    private let ids = Mutex<[Int]>([])
+    func add(_ id: Int) { ids.withLock { $0.append(id) } }
+    func clear() { ids.withLock { $0.removeAll() } }
+    var sorted: [Int] { ids.withLock { $0.sorted() } }
 }
