@@ -45,11 +45,25 @@ public final class SQLiteConnection {
     public let path: String
     private var db: OpaquePointer?
     private var statements: [String: OpaquePointer] = [:]
+    /// The text and blob bytes bound by ``run(_:_:)``, ``query(_:_:_:)`` and
+    /// ``queryOne(_:_:_:)``, one buffer per statement borrowed at once (a query's row
+    /// callback may run another): SQLite reads them in place (SQLITE_STATIC) until the
+    /// statement is reset, instead of copying each into an allocation of its own and
+    /// freeing it at the reset (some 15 of each a room event on the coordinator's commit).
+    private var bindBuffers: [UnsafeMutableRawBufferPointer] = []
+    /// How many statements are borrowed at this moment (``withStatement(_:_:)``).
+    private var borrowed = 0
+
+    /// SQLite's memory statistics off, once per process and before the first open:
+    /// every allocation SQLite makes otherwise takes a global mutex to count it. Tandem
+    /// never reads the statistics.
+    private static let configured: Void = { _ = tandem_sqlite_disable_memstatus() }()
 
     /// Opens (creating if missing) the database at `path` and applies Tandem's pragmas.
     /// A file that is not a database, or is corrupt, fails here with an `SQLiteError`.
     public init(path: String, options: Options = Options()) throws {
         self.path = path
+        _ = Self.configured
         var handle: OpaquePointer?
         let flags = (options.readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE)
             | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE
@@ -102,6 +116,8 @@ public final class SQLiteConnection {
     /// Finalizes every cached statement and closes the database. Idempotent; afterwards
     /// every call throws `SQLITE_MISUSE`.
     public func close() {
+        for buffer in bindBuffers { buffer.deallocate() }
+        bindBuffers.removeAll()
         for statement in statements.values { sqlite3_finalize(statement) }
         statements.removeAll()
         if let db { sqlite3_close_v2(db) }
@@ -134,7 +150,9 @@ public final class SQLiteConnection {
     public func withStatement<T>(_ sql: String, _ body: (SQLiteStatement) throws -> T) throws -> T {
         let db = try handle(sql)
         let statement = try statements.removeValue(forKey: sql) ?? prepare(sql, db: db)
+        borrowed += 1
         defer {
+            borrowed -= 1
             sqlite3_reset(statement)
             sqlite3_clear_bindings(statement)
             if self.db == nil || statements[sql] != nil {
@@ -162,7 +180,7 @@ public final class SQLiteConnection {
     @discardableResult
     public func run(_ sql: String, _ bindings: [SQLiteValue] = []) throws -> Int {
         try withStatement(sql) { statement in
-            try statement.bind(bindings)
+            try bindInPlace(bindings, to: statement)
             while try statement.step() {}
             return Int(sqlite3_changes64(statement.db))
         }
@@ -172,7 +190,7 @@ public final class SQLiteConnection {
     public func query<T>(_ sql: String, _ bindings: [SQLiteValue] = [],
                          _ map: (SQLiteRow) throws -> T) throws -> [T] {
         try withStatement(sql) { statement in
-            try statement.bind(bindings)
+            try bindInPlace(bindings, to: statement)
             var rows: [T] = []
             while try statement.step() { rows.append(try map(statement.row)) }
             return rows
@@ -183,8 +201,53 @@ public final class SQLiteConnection {
     public func queryOne<T>(_ sql: String, _ bindings: [SQLiteValue] = [],
                             _ map: (SQLiteRow) throws -> T) throws -> T? {
         try withStatement(sql) { statement in
-            try statement.bind(bindings)
+            try bindInPlace(bindings, to: statement)
             return try statement.step() ? try map(statement.row) : nil
+        }
+    }
+
+    /// Binds `values` to the statement just borrowed, its text and blobs copied into this
+    /// depth's buffer and bound in place: valid until the statement is reset, which
+    /// ``withStatement(_:_:)`` does before the buffer can be used again.
+    private func bindInPlace(_ values: [SQLiteValue], to statement: SQLiteStatement) throws(SQLiteError) {
+        var bytes = 0
+        for value in values {
+            switch value {
+            case .text(let text): bytes += text.utf8.count
+            case .blob(let blob): bytes += blob.count
+            case .integer, .real, .null: break
+            }
+        }
+        guard bytes > 0 else { return try statement.bind(values) }
+        let depth = borrowed - 1
+        while bindBuffers.count <= depth { bindBuffers.append(UnsafeMutableRawBufferPointer(start: nil, count: 0)) }
+        if bindBuffers[depth].count < bytes {
+            bindBuffers[depth].deallocate()
+            bindBuffers[depth] = .allocate(byteCount: max(bytes, 2 * bindBuffers[depth].count, 4_096), alignment: 8)
+        }
+        let buffer = bindBuffers[depth]
+        var offset = 0
+        for (index, value) in values.enumerated() {
+            let at = Int32(index + 1)
+            switch value {
+            case .text(var text) where !text.isEmpty:
+                let count = text.withUTF8 { utf8 in
+                    buffer.baseAddress!.advanced(by: offset).copyMemory(from: utf8.baseAddress!, byteCount: utf8.count)
+                    return utf8.count
+                }
+                let start = buffer.baseAddress!.advanced(by: offset).assumingMemoryBound(to: CChar.self)
+                try SQLiteError.check(sqlite3_bind_text(statement.handle, at, start, Int32(count), tandem_sqlite_static()),
+                                      db: statement.db, "bind ?\(at) in \(statement.sql)")
+                offset += count
+            case .blob(let blob) where !blob.isEmpty:
+                blob.withUnsafeBytes { buffer.baseAddress!.advanced(by: offset).copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
+                try SQLiteError.check(
+                    sqlite3_bind_blob(statement.handle, at, buffer.baseAddress!.advanced(by: offset), Int32(blob.count), tandem_sqlite_static()),
+                    db: statement.db, "bind ?\(at) in \(statement.sql)")
+                offset += blob.count
+            default:
+                try statement.bind(value, at: at)
+            }
         }
     }
 

@@ -116,4 +116,27 @@ import Testing
             #expect(try db.query(sql, [3]) { $0.int64(0) } == [3])
         }
     }
+
+    /// Text and blobs are bound in place from a buffer per borrowed statement: a query
+    /// run inside another's row callback, with longer values, must not disturb the outer
+    /// one's (still bound while it steps), and a buffer that grows keeps working.
+    @Test func textBoundInPlaceSurvivesANestedQueryWithLongerValues() async throws {
+        try await withTemporaryDirectory { dir in
+            let db = try SQLiteConnection(path: "\(dir)/t.sqlite")
+            try db.execute("CREATE TABLE t(k TEXT, v BLOB)")
+            let long = String(repeating: "x", count: 10_000)
+            for key in ["a", "b", long] {
+                try db.run("INSERT INTO t VALUES (?1, ?2)", [.text(key), .blob(Array(key.utf8.prefix(3)))])
+            }
+            let found = try db.query("SELECT k FROM t WHERE k >= ?1 AND v IS NOT ?2 ORDER BY k", [.text("a"), .blob([9])]) { outer in
+                let key = outer.text(0)
+                // Longer values than the outer statement's, in the next buffer.
+                let inner = try db.queryOne("SELECT count(*) FROM t WHERE k <= ?1 AND k != ?2", [.text(key), .text(long + "y")]) { $0.int64(0) }
+                return (key.count, inner ?? -1)
+            }
+            #expect(found.map(\.0) == [1, 1, 10_000])
+            #expect(found.map(\.1) == [1, 2, 3])
+            #expect(try db.queryOne("SELECT count(*) FROM t WHERE k = ?1", [.text(long)]) { $0.int64(0) } == 1)
+        }
+    }
 }
