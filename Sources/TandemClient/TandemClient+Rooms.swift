@@ -53,7 +53,9 @@ extension TandemClient {
         roomSnapshotsRead += 1
         let epochBefore = rooms[id]!.replica.epoch
         let applied = rooms[id]!.replica.snapshot(snapshot)
-        pauseSnapshots(of: id)
+        if let wanted = rooms[id]!.snapshotWanted, wanted.epoch == snapshot.epoch, snapshot.version >= wanted.version {
+            rooms[id]!.snapshotWanted = nil
+        }
         guard applied else { return }
         let newEpoch = epochBefore != nil && epochBefore != snapshot.epoch
         // What the undo stacks name belongs to what was thrown away.
@@ -76,25 +78,37 @@ extension TandemClient {
             }
         }
         let applied = watch.replica.changes(changes)
-        if !applied { askSnapshot(of: id, after: changes) }
+        if applied { followedOn(id) } else { askSnapshot(of: id, after: changes) }
         // The room went back to another version: this user's undo and redo were about a
         // room that is no more.
         if changes.changes.contains(where: { $0.type == .restore }) { undoHistories[id]?.clear() }
         changed(room: id, .changes(changes, applied: applied), expiredLocks: expired, replicaChanged: applied)
     }
 
-    /// Once the replica holds the room (after a gap: as far as the changes that did not
-    /// follow on reached), its snapshots are paused at the broker (``RoomWatch``).
-    private func pauseSnapshots(of id: String) {
-        let replica = rooms[id]!.replica
-        guard let transport = transport as? any DeliveringTransport, let epoch = replica.epoch else { return }
-        if let wanted = rooms[id]!.snapshotWanted {
-            guard wanted.epoch == epoch, replica.version >= wanted.version else { return }
-            rooms[id]!.snapshotWanted = nil
-        }
-        guard !rooms[id]!.snapshotsPaused else { return }
-        rooms[id]!.snapshotsPaused = true
+    /// A change applied in step: the second within ``roomQuietAfter`` pauses the room's
+    /// snapshots (``RoomWatch``).
+    private func followedOn(_ id: String) {
+        let watch = rooms[id]!
+        let now = ContinuousClock.now
+        defer { watch.lastChangeAt = now }
+        guard let transport = transport as? any DeliveringTransport, !watch.snapshotsPaused, watch.snapshotWanted == nil,
+              let last = watch.lastChangeAt, now - last < Self.roomQuietAfter else { return }
+        watch.snapshotsPaused = true
         transport.pauseSubscription(topics.roomState(room: id))
+        armResends()
+    }
+
+    /// Rooms whose snapshots are paused and that had no change for ``roomQuietAfter``:
+    /// the retained snapshot again (``RoomWatch``). On the resend clock's tick.
+    func resumeQuietRooms() {
+        guard let transport = transport as? any DeliveringTransport else { return }
+        let now = ContinuousClock.now
+        for (id, watch) in rooms where watch.snapshotsPaused {
+            if let last = watch.lastChangeAt, now - last < Self.roomQuietAfter { continue }
+            watch.snapshotsPaused = false
+            transport.resumeSubscription(topics.roomState(room: id))
+        }
+        armResends()
     }
 
     /// Changes that do not follow on from the replica (a gap, a new epoch): the snapshot

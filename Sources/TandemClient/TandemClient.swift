@@ -121,14 +121,22 @@ public actor TandemClient {
     /// Room snapshots and changes decoded once per process (nil: decoded here).
     let sharedDecodes: SharedDecodes?
 
-    /// A watched room. Over a ``DeliveringTransport`` its snapshots are taken only when
-    /// needed: the first, then only after a gap in its changes, a new epoch or a
-    /// reconnect. Once the replica holds the room, the snapshot topic is paused at the
-    /// broker, and the changes alone keep it current (each RoomChanges is published
-    /// before the snapshot of the same batch, so nothing is missed). A change that does
-    /// not follow on resumes the subscription, and the broker sends the retained
-    /// snapshot, as the contract's "on a gap it takes the next snapshot" asks. In a room
-    /// of five, a drag's snapshot reached five clients of tandem-web for nothing.
+    /// A watched room. Over a ``DeliveringTransport`` its snapshot topic is paused while
+    /// the room is busy and its changes follow on: each RoomChanges is published before
+    /// the snapshot of the same batch, so a replica that applied the changes has nothing
+    /// to learn from that snapshot (in a room of five, each drag reached tandem-web's five
+    /// sessions twice). The topic is subscribed again, and the broker sends the retained
+    /// snapshot:
+    /// - on changes that do not follow on (a gap, a new epoch): the contract's "on a gap
+    ///   it takes the next snapshot"; it stays subscribed until a snapshot reaches them;
+    /// - when the room has been quiet for ``roomQuietAfter``: a change lost on the way (a
+    ///   QoS 0 message the broker dropped, a batch whose RoomChanges never left because
+    ///   the coordinator died between its commit and its publish, republished as a
+    ///   snapshot by the next term) shows then, with no later change needed to reveal it;
+    /// - after a drop: the reconnect subscribes every topic again.
+    /// Only changes applied in step pause it (two within ``roomQuietAfter``): a snapshot,
+    /// retained or not, never does, since the one the broker holds may be older than a
+    /// change it has not seen yet.
     ///
     /// A class: reading a room's replica or flags out of ``rooms`` copies a reference,
     /// not the replica, two broadcasts and the flags (every change read did, twice).
@@ -140,14 +148,20 @@ public actor TandemClient {
         /// a drop, the reconnect subscribes it again).
         var snapshotsPaused = false
         /// After a gap: the epoch and version the changes that did not follow on reached.
-        /// The topic stays subscribed until a snapshot brings the replica there (the
-        /// retained one the broker sends at once may be older).
+        /// Asked once until a snapshot brings the replica there (the retained one the
+        /// broker sends at once may be older; the topic stays subscribed meanwhile).
         var snapshotWanted: (epoch: String, version: Int64)?
+        /// When a change was last applied in step.
+        var lastChangeAt: ContinuousClock.Instant?
 
         init(replica: RoomReplica) {
             self.replica = replica
         }
     }
+
+    /// How long a room whose snapshots are paused may go without a change before its
+    /// retained snapshot is read again (``RoomWatch``).
+    static let roomQuietAfter: Duration = .seconds(2)
 
     struct CursorWatch {
         var listeners = Broadcast<RoomCursor>(buffering: .bufferingNewest(256))
@@ -272,7 +286,9 @@ public actor TandemClient {
                 switch input {
                 case .message(let message, let receive): receive(self, message)
                 case .event(let event): take(event)
-                case .resendTick: resendDue()
+                case .resendTick:
+                    resendDue()
+                    resumeQuietRooms()
                 }
             }
         }
@@ -296,10 +312,10 @@ public actor TandemClient {
         }
     }
 
-    /// The resend clock ticks for this client while something waits for its receipt
-    /// (from the first connect on, until ``close()``).
+    /// The resend clock ticks for this client while something waits for its receipt or
+    /// a room's snapshots are paused (from the first connect on, until ``close()``).
     func armResends() {
-        let armed = following && !isClosed && !tracker.isEmpty
+        let armed = following && !isClosed && (!tracker.isEmpty || rooms.values.contains { $0.snapshotsPaused })
         guard armed != resendArmed else { return }
         resendArmed = armed
         if armed { ResendClock.shared.arm(inbox) } else { ResendClock.shared.disarm(inbox) }

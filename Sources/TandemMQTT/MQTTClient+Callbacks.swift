@@ -23,8 +23,8 @@ extension ClientCore {
             let codes = (0..<Int(count)).map { granted![$0] }
             ClientCore.from(context).didSubscribe(mid: mid, granted: codes)
         }
-        // Only ``ClientCore/probe(_:)`` and a finished subscription unsubscribe: either
-        // way, the broker answered.
+        // Only ``ClientCore/probe(_:)``, a paused filter and a finished subscription
+        // unsubscribe: whichever, the broker answered.
         mosquitto_unsubscribe_v5_callback_set(mosq) { _, context, _, _ in
             ClientCore.from(context).heard()
         }

@@ -133,11 +133,12 @@ public final class MQTTClient: Sendable {
     }
 
     /// Stops the broker sending `filter`'s messages for now (an UNSUBSCRIBE), while the
-    /// subscription stays registered: a reconnect subscribes it again, as does
-    /// ``resumeSubscription(_:)``, and either way the broker then sends its retained
-    /// message. For a reader that needs a topic only now and then (a room's snapshot,
-    /// once its changes are followed). Returns at once; does nothing without a
-    /// connection. Packets leave in the order these calls are made.
+    /// subscription stays registered: ``resumeSubscription(_:)`` subscribes it again, and
+    /// so does a reconnect that finds no session kept (a clean start always: a kept
+    /// session keeps the filter unsubscribed); either way the broker then sends its
+    /// retained message. For a reader that needs a topic only now and then (a room's
+    /// snapshot, while its changes are followed). Returns at once; does nothing without
+    /// a connection. Packets leave in the order these calls are made.
     public func pauseSubscription(_ filter: String) {
         core.pauseSubscription(filter)
     }

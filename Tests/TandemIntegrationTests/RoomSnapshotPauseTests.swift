@@ -3,9 +3,10 @@ import Testing
 import TandemCore
 import TestSupport
 
-/// A watched room's snapshots are taken only when needed (`TandemClient.RoomWatch`): the
-/// first, then after a gap. A test peer plays the coordinator on a real broker,
-/// publishing each batch's RoomChanges and then its retained snapshot, as the contract says.
+/// A watched room's snapshot topic is paused while its changes follow on, and read again
+/// after a gap, when the room goes quiet, and after a reconnect (`TandemClient.RoomWatch`).
+/// A test peer plays the coordinator on a real broker, publishing each batch's
+/// RoomChanges and then its retained snapshot, as the contract says.
 @Suite(.serialized) struct RoomSnapshotPauseTests {
     static let room = "pause-room"
     static let epoch = "e1"
@@ -15,7 +16,8 @@ import TestSupport
                 createdBy: "alice", updatedBy: "alice", updatedAt: 10)
     }
 
-    /// One batch of the coordinator's: the room moved to `version`, its change, then its snapshot.
+    /// One batch of the coordinator's: the room moved to `version`, its change, then its
+    /// snapshot. Without `changes`, the snapshot alone (a change whose RoomChanges was lost).
     static func batch(_ peer: TestPeer, to version: Int64, changes: Bool = true) async throws {
         let topics = Topics()
         let moved = sticker(Double(version))
@@ -36,9 +38,10 @@ import TestSupport
     }
 
     /// Waits for bob's replica at `version`; a timeout says where the replica stopped.
-    static func reach(_ version: Int64, _ replicas: AsyncStream<RoomReplica>, _ bob: TandemClient) async throws -> RoomReplica {
+    static func reach(_ version: Int64, _ replicas: AsyncStream<RoomReplica>, _ bob: TandemClient,
+                      timeout: Duration = .seconds(10)) async throws -> RoomReplica {
         do {
-            return try await first(replicas, timeout: .seconds(10)) { $0.version == version }
+            return try await first(replicas, timeout: timeout) { $0.version == version }
         } catch {
             let held = await bob.replica(of: room)?.version
             let read = await bob.roomSnapshotsRead
@@ -47,62 +50,83 @@ import TestSupport
         }
     }
 
-    @Test func aRoomInStepReadsNoSnapshotsAndAGapBringsOne() async throws {
+    /// Bob, watching the room at version 1 and then in step through `through` (paused).
+    static func inStep(_ broker: MosquittoBroker, through: Int64) async throws
+        -> (TestPeer, MosquittoTransport, TandemClient, AsyncStream<RoomReplica>) {
+        let coordinator = try await TestPeer.connect(broker: broker, user: "coordinator")
+        let transport = try MosquittoTransport(host: broker.host, port: broker.port, user: "bob", clientId: "bob-phone")
+        let bob = TandemClient(transport: transport, user: "bob", clientId: "bob-phone")
+        try await bob.connect()
+        try await batch(coordinator, to: 1, changes: false)
+        let replicas = try await bob.room(room)
+        _ = try await reach(1, replicas, bob)
+        // The first change in step does not pause (a room changed now and then keeps its
+        // snapshots); the second, right after, does.
+        try await batch(coordinator, to: 2)
+        try await batch(coordinator, to: 3)
+        _ = try await reach(3, replicas, bob)
+        try await settle(transport)
+        if through > 3 {
+            for version in Int64(4)...through { try await batch(coordinator, to: version) }
+            _ = try await reach(through, replicas, bob)
+        }
+        return (coordinator, transport, bob, replicas)
+    }
+
+    @Test func aBusyRoomReadsNoSnapshotsAndAGapBringsOne() async throws {
         try await withBroker(.open) { broker in
-            let coordinator = try await TestPeer.connect(broker: broker, user: "coordinator")
-            let transport = try MosquittoTransport(host: broker.host, port: broker.port, user: "bob", clientId: "bob-phone")
-            let bob = TandemClient(transport: transport, user: "bob", clientId: "bob-phone")
-            try await bob.connect()
-
-            try await Self.batch(coordinator, to: 1, changes: false)
-            let replicas = try await bob.room(Self.room)
-            _ = try await Self.reach(1, replicas, bob)
-            #expect(await bob.roomSnapshotsRead == 1)
-            try await Self.settle(transport)
-
-            // In step: twenty batches, each change applied; their snapshots are not sent.
-            for version in Int64(2)...21 { try await Self.batch(coordinator, to: version) }
+            let (coordinator, transport, bob, replicas) = try await Self.inStep(broker, through: 3)
+            let paused = await bob.roomSnapshotsRead
+            #expect(paused <= 3, "snapshots read before the pause: \(paused)")
+            for version in Int64(4)...21 { try await Self.batch(coordinator, to: version) }
             let inStep = try await Self.reach(21, replicas, bob)
             #expect(inStep.visibleSticker("s1")?.frame.x == 21)
-            let afterSteps = await bob.roomSnapshotsRead
-            #expect(afterSteps == 1, "snapshots read in step: \(afterSteps)")
+            #expect(await bob.roomSnapshotsRead == paused, "snapshots read in step")
 
-            // A gap: versions 22-30 were never heard (the room's snapshot at 30 is
-            // retained, unseen); the change to 31 does not follow on, so bob asks for
-            // the snapshot topic again, and keeps it until a snapshot reaches 31 (the
-            // retained one it gets at once may still be 30).
+            // A gap: versions 22-30 were never heard (the snapshot at 30 is retained,
+            // unseen); the change to 31 does not follow on, so bob subscribes again and
+            // keeps the topic until a snapshot reaches 31 (the retained one may be 30).
             try await Self.batch(coordinator, to: 30, changes: false)
             try await Self.batch(coordinator, to: 31)
             let caughtUp = try await Self.reach(31, replicas, bob)
             #expect(caughtUp.visibleSticker("s1")?.frame.x == 31)
             let afterGap = await bob.roomSnapshotsRead
-            #expect(afterGap > afterSteps)
-            try await Self.settle(transport)
+            #expect(afterGap > paused)
 
-            // And in step again: the snapshots pause once more.
-            for version in Int64(32)...51 { try await Self.batch(coordinator, to: version) }
+            // In step again: paused once more.
+            try await Self.batch(coordinator, to: 32)
+            try await Self.batch(coordinator, to: 33)
+            _ = try await Self.reach(33, replicas, bob)
+            try await Self.settle(transport)
+            let pausedAgain = await bob.roomSnapshotsRead
+            for version in Int64(34)...51 { try await Self.batch(coordinator, to: version) }
             _ = try await Self.reach(51, replicas, bob)
-            let atEnd = await bob.roomSnapshotsRead
-            #expect(atEnd == afterGap, "snapshots read in step after the gap: \(atEnd - afterGap)")
+            #expect(await bob.roomSnapshotsRead == pausedAgain, "snapshots read in step after the gap")
 
             await bob.close()
             await coordinator.close()
         }
     }
 
-    /// A reconnect subscribes the paused topic again: what changed while the client was
-    /// away comes with the snapshot, and the topic pauses again after it.
-    @Test func aReconnectBringsTheSnapshotAndPausesAgain() async throws {
+    /// A change whose RoomChanges never reached bob (the coordinator died between its
+    /// commit and its publish, and the next term republished the room's snapshot alone)
+    /// shows once the room has been quiet for a while: no later change is needed.
+    @Test func aChangeLostWhilePausedShowsWhenTheRoomGoesQuiet() async throws {
         try await withBroker(.open) { broker in
-            let coordinator = try await TestPeer.connect(broker: broker, user: "coordinator")
-            let transport = try MosquittoTransport(host: broker.host, port: broker.port, user: "bob", clientId: "bob-phone")
-            let bob = TandemClient(transport: transport, user: "bob", clientId: "bob-phone")
-            try await bob.connect()
-            try await Self.batch(coordinator, to: 1, changes: false)
-            let replicas = try await bob.room(Self.room)
-            for version in Int64(2)...11 { try await Self.batch(coordinator, to: version) }
-            _ = try await Self.reach(11, replicas, bob)
+            let (coordinator, _, bob, replicas) = try await Self.inStep(broker, through: 10)
+            try await Self.batch(coordinator, to: 11, changes: false)
+            let repaired = try await Self.reach(11, replicas, bob, timeout: .seconds(15))
+            #expect(repaired.visibleSticker("s1")?.frame.x == 11)
+            await bob.close()
+            await coordinator.close()
+        }
+    }
 
+    /// A reconnect subscribes the paused topic again: what changed while the client was
+    /// away comes with the snapshot, and changes in step pause it again.
+    @Test func aReconnectBringsTheSnapshotAndChangesPauseItAgain() async throws {
+        try await withBroker(.open) { broker in
+            let (coordinator, transport, bob, replicas) = try await Self.inStep(broker, through: 11)
             try await broker.restart()
             // The coordinator, back, publishes the room as it is now (it moved on while
             // the broker was away).
@@ -115,14 +139,16 @@ import TestSupport
                     try await Task.sleep(for: .milliseconds(50))
                 }
             }
-            let back = try await Self.reach(40, replicas, bob)
+            let back = try await Self.reach(40, replicas, bob, timeout: .seconds(20))
             #expect(back.visibleSticker("s1")?.frame.x == 40)
-            let afterReconnect = await bob.roomSnapshotsRead
+            try await Self.batch(coordinator, to: 41)
+            try await Self.batch(coordinator, to: 42)
+            _ = try await Self.reach(42, replicas, bob)
             try await Self.settle(transport)
-            for version in Int64(41)...60 { try await Self.batch(coordinator, to: version) }
+            let paused = await bob.roomSnapshotsRead
+            for version in Int64(43)...60 { try await Self.batch(coordinator, to: version) }
             _ = try await Self.reach(60, replicas, bob)
-            let atEnd = await bob.roomSnapshotsRead
-            #expect(atEnd == afterReconnect, "snapshots read in step after the reconnect: \(atEnd - afterReconnect)")
+            #expect(await bob.roomSnapshotsRead == paused, "snapshots read in step after the reconnect")
 
             await bob.close()
             await coordinator.close()
