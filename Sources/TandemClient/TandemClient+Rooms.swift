@@ -32,16 +32,30 @@ extension TandemClient {
     func watch(room id: String) async throws {
         guard rooms[id] == nil else { return }
         rooms[id] = RoomWatch(replica: RoomReplica(roomId: id))
-        // The room list says when this user is no longer a member (the room itself then
-        // goes quiet: the broker withholds it).
-        try await followMemberships()
-        let state = topics.roomState(room: id)
-        try await follow([state, topics.roomChanges(room: id)]) { client, message in
-            if message.topic == state {
-                client.receive(room: id, snapshot: message)
-            } else {
-                client.receive(room: id, changes: message)
+        do {
+            // The room list says when this user is no longer a member (the room itself
+            // then goes quiet: the broker withholds it).
+            try await followMemberships()
+            let state = topics.roomState(room: id)
+            if roomsSubscribed.contains(id), let transport = transport as? any DeliveringTransport {
+                // Watched before: the subscription is there, its snapshots perhaps paused;
+                // subscribed again, the broker sends the retained one. (Another transport
+                // subscribes anew, as before.)
+                transport.resumeSubscription(state)
+                return
             }
+            try await follow([state, topics.roomChanges(room: id)]) { client, message in
+                if message.topic == state {
+                    client.receive(room: id, snapshot: message)
+                } else {
+                    client.receive(room: id, changes: message)
+                }
+            }
+            roomsSubscribed.insert(id)
+        } catch {
+            // Not followed: the next watch tries again.
+            rooms[id] = nil
+            throw error
         }
     }
 

@@ -91,6 +91,10 @@ public actor TandemClient {
     var cursorWatches: [String: CursorWatch] = [:]
     /// Rooms whose cursors topic is subscribed (it stays so until ``close()``).
     var cursorsSubscribed: Set<String> = []
+    /// Rooms whose `state` and `changes` this client subscribed to: a subscription lasts
+    /// as long as the client, so a room watched again (after the user left it and came
+    /// back) is not subscribed twice.
+    var roomsSubscribed: Set<String> = []
     /// The origin of the monotonic clock the cursor throttles count on.
     let clockOrigin = ContinuousClock.now
     var queries: [String: QuerySlot] = [:]

@@ -119,6 +119,14 @@ import TestSupport
             if case .noLongerMember(.removed)? = last?.cause {} else { Issue.record("the last update: \(String(describing: last?.cause))") }
             let gone = try await bob.edit(.create, sticker: "s1", in: "club", image: "b.png", frame: Frame(x: 0, y: 0, width: 1, height: 1))
             #expect(gone.code == .notMember, "\(gone)")
+
+            // Invited again, bob watches the room again: its snapshot comes, though the
+            // first watch's subscription is still there (and may be paused).
+            #expect(try await alice.invite("bob", to: "club", as: .viewer).status == .accepted)
+            _ = try await first(bobsRooms) { $0.map(\.roomId) == ["club"] }
+            let again = try await bob.room("club")
+            let back = try await first(again) { $0.members.contains { $0.userId == "bob" } }
+            #expect(back.owner == "alice")
             await alice.close()
             await bob.close()
             await coordinator.stop()
