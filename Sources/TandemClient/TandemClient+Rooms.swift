@@ -31,7 +31,8 @@ extension TandemClient {
 
     func watch(room id: String) async throws {
         guard rooms[id] == nil else { return }
-        rooms[id] = RoomWatch(replica: RoomReplica(roomId: id))
+        let watch = RoomWatch(replica: RoomReplica(roomId: id))
+        rooms[id] = watch
         do {
             // The room list says when this user is no longer a member (the room itself
             // then goes quiet: the broker withholds it).
@@ -44,17 +45,27 @@ extension TandemClient {
                 transport.resumeSubscription(state)
                 return
             }
-            try await follow([state, topics.roomChanges(room: id)]) { client, message in
-                if message.topic == state {
-                    client.receive(room: id, snapshot: message)
-                } else {
-                    client.receive(room: id, changes: message)
-                }
-            }
             roomsSubscribed.insert(id)
+            do {
+                try await follow([state, topics.roomChanges(room: id)]) { client, message in
+                    if message.topic == state {
+                        client.receive(room: id, snapshot: message)
+                    } else {
+                        client.receive(room: id, changes: message)
+                    }
+                }
+            } catch {
+                roomsSubscribed.remove(id)
+                throw error
+            }
         } catch {
-            // Not followed: the next watch tries again.
-            rooms[id] = nil
+            // Not followed: the next watch tries again; whoever listens already hears
+            // the end.
+            if rooms[id] === watch {
+                watch.replicas.finish()
+                watch.updates.finish()
+                rooms[id] = nil
+            }
             throw error
         }
     }
@@ -67,8 +78,11 @@ extension TandemClient {
         roomSnapshotsRead += 1
         let epochBefore = rooms[id]!.replica.epoch
         let applied = rooms[id]!.replica.snapshot(snapshot)
-        if let wanted = rooms[id]!.snapshotWanted, wanted.epoch == snapshot.epoch, snapshot.version >= wanted.version {
-            rooms[id]!.snapshotWanted = nil
+        if let wanted = rooms[id]!.snapshotWanted {
+            // Reached; or the room went on to an epoch neither held nor wanted.
+            let reached = wanted.epoch == snapshot.epoch && snapshot.version >= wanted.version
+            let elsewhere = applied && snapshot.epoch != wanted.epoch && snapshot.epoch != epochBefore
+            if reached || elsewhere { rooms[id]!.snapshotWanted = nil }
         }
         guard applied else { return }
         let newEpoch = epochBefore != nil && epochBefore != snapshot.epoch
@@ -117,10 +131,22 @@ extension TandemClient {
     func resumeQuietRooms() {
         guard let transport = transport as? any DeliveringTransport else { return }
         let now = ContinuousClock.now
-        for (id, watch) in rooms where watch.snapshotsPaused {
-            if let last = watch.lastChangeAt, now - last < Self.roomQuietAfter { continue }
-            watch.snapshotsPaused = false
-            transport.resumeSubscription(topics.roomState(room: id))
+        for (id, watch) in rooms {
+            if watch.snapshotsPaused {
+                if let last = watch.lastChangeAt, now - last < Self.roomQuietAfter { continue }
+                watch.snapshotsPaused = false
+                transport.resumeSubscription(topics.roomState(room: id))
+            } else if watch.snapshotWanted != nil, let asked = watch.snapshotAskedAt, now - asked >= Self.roomQuietAfter {
+                // A gap asked, and no snapshot got that far: the snapshot may have been
+                // dropped (QoS 0) as the change was. Asked again, a few times.
+                guard watch.snapshotAskCount < Self.snapshotAsks else {
+                    watch.snapshotWanted = nil
+                    continue
+                }
+                watch.snapshotAskedAt = now
+                watch.snapshotAskCount += 1
+                transport.resumeSubscription(topics.roomState(room: id))
+            }
         }
         armResends()
     }
@@ -138,8 +164,11 @@ extension TandemClient {
             return
         }
         rooms[id]!.snapshotWanted = (changes.epoch, changes.toVersion)
+        rooms[id]!.snapshotAskedAt = ContinuousClock.now
+        rooms[id]!.snapshotAskCount = 1
         rooms[id]!.snapshotsPaused = false
         transport.resumeSubscription(topics.roomState(room: id))
+        armResends()
     }
 
     /// The last update of a watched room this user no longer belongs to, then the end of

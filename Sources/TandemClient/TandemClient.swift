@@ -133,11 +133,15 @@ public actor TandemClient {
     /// snapshot:
     /// - on changes that do not follow on (a gap, a new epoch): the contract's "on a gap
     ///   it takes the next snapshot"; it stays subscribed until a snapshot reaches them;
-    /// - when the room has been quiet for ``roomQuietAfter``: a change lost on the way (a
+    /// - when the room has been quiet for ``roomQuietAfter`` (on the resend clock's tick:
+    ///   2 to 3 s): a change lost on the way (a
     ///   QoS 0 message the broker dropped, a batch whose RoomChanges never left because
     ///   the coordinator died between its commit and its publish, republished as a
     ///   snapshot by the next term) shows then, with no later change needed to reveal it;
-    /// - after a drop: the reconnect subscribes every topic again.
+    /// - after a drop: the reconnect subscribes every topic again (the rooms that were
+    ///   paused are paused again once it is up: the retained snapshot still comes);
+    /// - when the room is watched again (the user left it and came back): the
+    ///   subscription from the first watch is resumed.
     /// Only changes applied in step pause it (two within ``roomQuietAfter``): a snapshot,
     /// retained or not, never does, since the one the broker holds may be older than a
     /// change it has not seen yet.
@@ -152,9 +156,14 @@ public actor TandemClient {
         /// a drop, the reconnect subscribes it again).
         var snapshotsPaused = false
         /// After a gap: the epoch and version the changes that did not follow on reached.
-        /// Asked once until a snapshot brings the replica there (the retained one the
-        /// broker sends at once may be older; the topic stays subscribed meanwhile).
+        /// The topic stays subscribed until a snapshot brings the replica there (the
+        /// retained one the broker sends at once may be older); asked again when none
+        /// has for ``roomQuietAfter`` (a QoS 0 snapshot can be dropped too), at most
+        /// ``snapshotAsks`` times.
         var snapshotWanted: (epoch: String, version: Int64)?
+        /// When the snapshot was last asked for, and how many times, for `snapshotWanted`.
+        var snapshotAskedAt: ContinuousClock.Instant?
+        var snapshotAskCount = 0
         /// When a change was last applied in step.
         var lastChangeAt: ContinuousClock.Instant?
 
@@ -166,6 +175,9 @@ public actor TandemClient {
     /// How long a room whose snapshots are paused may go without a change before its
     /// retained snapshot is read again (``RoomWatch``).
     static let roomQuietAfter: Duration = .seconds(2)
+    /// How many times a gap asks for the snapshot before it stops asking (the topic stays
+    /// subscribed: the next snapshot published comes anyway).
+    static let snapshotAsks = 5
 
     struct CursorWatch {
         var listeners = Broadcast<RoomCursor>(buffering: .bufferingNewest(256))
@@ -319,7 +331,8 @@ public actor TandemClient {
     /// The resend clock ticks for this client while something waits for its receipt or
     /// a room's snapshots are paused (from the first connect on, until ``close()``).
     func armResends() {
-        let armed = following && !isClosed && (!tracker.isEmpty || rooms.values.contains { $0.snapshotsPaused })
+        let armed = following && !isClosed
+            && (!tracker.isEmpty || rooms.values.contains { $0.snapshotsPaused || $0.snapshotWanted != nil })
         guard armed != resendArmed else { return }
         resendArmed = armed
         if armed { ResendClock.shared.arm(inbox) } else { ResendClock.shared.disarm(inbox) }
@@ -327,9 +340,6 @@ public actor TandemClient {
 
     private func lost(_ reason: String) {
         logger.warning("disconnected: \(reason)")
-        // The reconnect subscribes every topic again: each room's retained snapshot then
-        // comes, and pauses the topic again.
-        for id in rooms.keys { rooms[id]!.snapshotsPaused = false }
         connectionListeners.send(.lost(reason: reason))
     }
 
@@ -337,6 +347,13 @@ public actor TandemClient {
         logger.notice("reconnected; resending what is pending")
         try? transport.enqueue(presenceTopic, payload: Self.online, retain: true)
         for outgoing in tracker.resendAll(at: WallClock.now()) { publish(outgoing) }
+        // The reconnect subscribed every topic again (a clean session), and each room's
+        // retained snapshot is already on its way (this edge comes after the SUBACKs):
+        // the rooms that were paused are paused again, on this connection. (A pause
+        // sent on it before this edge was taken is sent once more: harmless.)
+        if let transport = transport as? any DeliveringTransport {
+            for (id, watch) in rooms where watch.snapshotsPaused { transport.pauseSubscription(topics.roomState(room: id)) }
+        }
         connectionListeners.send(.restored)
     }
 
