@@ -129,6 +129,22 @@ public final class TestPeer: Sendable {
         throw PeerError.timedOut("\(user) got no receipt \(count) for \(id) within \(timeout); \(receipts.count) receipts so far, the last: \(receipts.suffix(5).map(\.text))")
     }
 
+    /// Sends with `send` until the receipt for `id` comes, again every `every`, as an
+    /// agent does (a message can be lost, unanswered, in a partition's hand-over between
+    /// processes: the contract's answer is the resend, which the coordinator
+    /// deduplicates by id); returns the first receipt.
+    @discardableResult
+    public func untilReceipt(_ id: String, timeout: Duration = .seconds(20), every: Duration = .seconds(2),
+                             _ send: () async throws -> Void) async throws -> JSON {
+        let deadline = ContinuousClock.now + timeout
+        while true {
+            try await send()
+            let wait = min(every, deadline - ContinuousClock.now)
+            if wait > .zero, let answer = try? await receipt(id, timeout: wait) { return answer }
+            if ContinuousClock.now >= deadline { return try await receipt(id, timeout: .zero) }
+        }
+    }
+
     /// Waits until the retained room state reaches `version` (or later).
     @discardableResult
     public func roomState(_ room: String, version: Int64, timeout: Duration = .seconds(10)) async throws -> JSON {
