@@ -136,15 +136,15 @@ extension TandemClient {
                 if let last = watch.lastChangeAt, now - last < Self.roomQuietAfter { continue }
                 watch.snapshotsPaused = false
                 transport.resumeSubscription(topics.roomState(room: id))
-            } else if watch.snapshotWanted != nil, let asked = watch.snapshotAskedAt, now - asked >= Self.roomQuietAfter {
+            } else if let wanted = watch.snapshotWanted, now - wanted.askedAt >= Self.roomQuietAfter {
                 // A gap asked, and no snapshot got that far: the snapshot may have been
                 // dropped (QoS 0) as the change was. Asked again, a few times.
-                guard watch.snapshotAskCount < Self.snapshotAsks else {
+                guard wanted.asks < Self.snapshotAsks else {
                     watch.snapshotWanted = nil
                     continue
                 }
-                watch.snapshotAskedAt = now
-                watch.snapshotAskCount += 1
+                watch.snapshotWanted!.askedAt = now
+                watch.snapshotWanted!.asks += 1
                 transport.resumeSubscription(topics.roomState(room: id))
             }
         }
@@ -160,12 +160,10 @@ extension TandemClient {
               changes.epoch != replica.epoch || changes.fromVersion > replica.version else { return }
         if let wanted = rooms[id]!.snapshotWanted, wanted.epoch == changes.epoch {
             // Already asked: the topic is subscribed until a snapshot gets this far.
-            rooms[id]!.snapshotWanted = (changes.epoch, max(wanted.version, changes.toVersion))
+            rooms[id]!.snapshotWanted!.version = max(wanted.version, changes.toVersion)
             return
         }
-        rooms[id]!.snapshotWanted = (changes.epoch, changes.toVersion)
-        rooms[id]!.snapshotAskedAt = ContinuousClock.now
-        rooms[id]!.snapshotAskCount = 1
+        rooms[id]!.snapshotWanted = RoomWatch.SnapshotAsk(epoch: changes.epoch, version: changes.toVersion, askedAt: ContinuousClock.now)
         rooms[id]!.snapshotsPaused = false
         transport.resumeSubscription(topics.roomState(room: id))
         armResends()

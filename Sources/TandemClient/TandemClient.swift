@@ -155,15 +155,20 @@ public actor TandemClient {
         /// The snapshot topic is paused at the broker (as far as this client knows: after
         /// a drop, the reconnect subscribes it again).
         var snapshotsPaused = false
-        /// After a gap: the epoch and version the changes that did not follow on reached.
-        /// The topic stays subscribed until a snapshot brings the replica there (the
-        /// retained one the broker sends at once may be older); asked again when none
-        /// has for ``roomQuietAfter`` (a QoS 0 snapshot can be dropped too), at most
-        /// ``snapshotAsks`` times.
-        var snapshotWanted: (epoch: String, version: Int64)?
-        /// When the snapshot was last asked for, and how many times, for `snapshotWanted`.
-        var snapshotAskedAt: ContinuousClock.Instant?
-        var snapshotAskCount = 0
+        /// After a gap: the snapshot it asked for. The topic stays subscribed until a
+        /// snapshot brings the replica there (the retained one the broker sends at once
+        /// may be older); asked again when none has for ``roomQuietAfter`` (a QoS 0
+        /// snapshot can be dropped too), at most ``snapshotAsks`` times.
+        var snapshotWanted: SnapshotAsk?
+
+        struct SnapshotAsk {
+            /// The epoch and version the changes that did not follow on reached.
+            var epoch: String
+            var version: Int64
+            /// When it was last asked for, and how many times.
+            var askedAt: ContinuousClock.Instant
+            var asks = 1
+        }
         /// When a change was last applied in step.
         var lastChangeAt: ContinuousClock.Instant?
 

@@ -270,7 +270,8 @@ final class ClientCore: @unchecked Sendable {
     /// wildcards is found by the topic itself, and only the others are matched.
     struct Routes {
         private var exact: [String: [UInt64]] = [:]
-        private var wildcards: [(filter: String, id: UInt64)] = []
+        /// A wildcard filter's UTF-8, matched as it is against each topic.
+        private var wildcards: [(filter: [UInt8], id: UInt64)] = []
         private var targets: [UInt64: SubscriptionEntry.Target] = [:]
 
         init(_ subscriptions: [UInt64: SubscriptionEntry]) {
@@ -278,7 +279,7 @@ final class ClientCore: @unchecked Sendable {
                 targets[id] = entry.target
                 for filter in entry.filters {
                     if filter.utf8.contains(where: { $0 == UInt8(ascii: "+") || $0 == UInt8(ascii: "#") }) {
-                        wildcards.append((filter, id))
+                        wildcards.append((Array(filter.utf8), id))
                     } else {
                         exact[filter, default: []].append(id)
                     }
@@ -292,9 +293,9 @@ final class ClientCore: @unchecked Sendable {
             if !wildcards.isEmpty {
                 var topic = topic
                 topic.withUTF8 { topic in
-                    for (filter, id) in wildcards where !ids.contains(id) {
-                        var filter = filter
-                        if filter.withUTF8({ LibMosquitto.topicMatches(filter: $0, topic: topic) }) { ids.append(id) }
+                    for (filter, id) in wildcards where !ids.contains(id)
+                        && filter.withUnsafeBufferPointer({ LibMosquitto.topicMatches(filter: $0, topic: topic) }) {
+                        ids.append(id)
                     }
                 }
             }
