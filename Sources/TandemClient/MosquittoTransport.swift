@@ -7,10 +7,26 @@ import TandemMQTT
 /// client library; everything else speaks ``TandemTransport``.
 public struct MosquittoTransport: TandemTransport, DeliveringTransport {
     public let client: MQTTClient
+    /// What its subscriptions ask for: QoS 1, but for tandem-web's sessions
+    /// (``init(_:subscribingAt:)``).
+    let subscriptionQoS: MQTTQoS
 
     /// Wraps a client whose configuration already carries the presence will.
     public init(_ client: MQTTClient) {
+        self.init(client, subscribingAt: .atLeastOnce)
+    }
+
+    /// The same, its subscriptions at `qos`. tandem-web's sessions subscribe at QoS 0:
+    /// each starts clean every time it connects, so the broker never sends a QoS 1
+    /// message of it again after a drop (the session is gone with the connection), and
+    /// while the connection lives TCP delivers either; QoS 1 only added an
+    /// acknowledgement to write for every message a session reads (a system call and the
+    /// broker's handling of it, five for each drag update in a room of five). What a
+    /// reconnect misses comes back as it does for any client: the retained snapshots and
+    /// lists, and the resends of what is pending.
+    package init(_ client: MQTTClient, subscribingAt qos: MQTTQoS) {
         self.client = client
+        subscriptionQoS = qos
     }
 
     /// A client for `user` under `clientId`, with the retained offline will on its
@@ -31,6 +47,7 @@ public struct MosquittoTransport: TandemTransport, DeliveringTransport {
                                payload: TandemClient.offline, qos: .atLeastOnce, retain: true),
                 session: .cleanStart, tls: tls),
             logger: logger)
+        subscriptionQoS = .atLeastOnce
     }
 
     public func connect() async throws { try await client.connect() }
@@ -51,7 +68,7 @@ public struct MosquittoTransport: TandemTransport, DeliveringTransport {
     }
 
     public func subscribe(_ filters: [String]) async throws -> AsyncThrowingStream<TransportMessage, any Error> {
-        let messages = Messages(try await client.subscribe(filters, qos: .atLeastOnce).makeAsyncIterator())
+        let messages = Messages(try await client.subscribe(filters, qos: subscriptionQoS).makeAsyncIterator())
         // Pulled by the stream's consumer itself: no task in between, so messages of
         // different subscriptions reach their consumers as close to the broker's order
         // as the consumers' own scheduling allows.
@@ -75,37 +92,10 @@ public struct MosquittoTransport: TandemTransport, DeliveringTransport {
         }
     }
 
-    public var events: AsyncStream<TransportEvent> { Self.events(of: client) }
-
-    package func subscribe(_ filters: [String], deliver: @escaping @Sendable (TransportMessage) -> Void) async throws {
-        try await client.subscribe(filters, qos: .atLeastOnce) { message in
-            deliver(TransportMessage(topic: message.topic, payload: message.payload, retained: message.retain))
-        }
-    }
-
-    package func followEvents(_ deliver: @escaping @Sendable (TransportEvent) -> Void) {
-        Self.followEvents(of: client, deliver)
-    }
-
-    package func pauseSubscription(_ filter: String) { client.pauseSubscription(filter) }
-    package func resumeSubscription(_ filter: String) { client.resumeSubscription(filter) }
-
-    /// `client`'s connection events as ``TransportEvent``s, handed to `deliver` on the
-    /// thread that sees them (for tandem-web's `WebTransport` too).
-    package static func followEvents(of client: MQTTClient, _ deliver: @escaping @Sendable (TransportEvent) -> Void) {
-        client.onEvent { event in
-            switch event {
-            case .connected: deliver(.connected)
-            case .disconnected(let reason): deliver(.disconnected(reason: reason))
-            }
-        }
-    }
-
-    /// `client`'s connection events as ``TransportEvent``s: for this transport and for
-    /// tandem-web's `WebTransport`, the other one over an ``MQTTClient``. Followed by a
-    /// detached task: no task-local values to copy into it (a slab of memory per task,
-    /// which counts with a client per signed-in person).
-    package static func events(of client: MQTTClient) -> AsyncStream<TransportEvent> {
+    /// The connection's events as ``TransportEvent``s, followed by a detached task: no
+    /// task-local values to copy into it (a slab of memory per task, which counts with a
+    /// client per signed-in person).
+    public var events: AsyncStream<TransportEvent> {
         let source = client.events
         let (stream, continuation) = AsyncStream<TransportEvent>.makeStream()
         let task = Task.detached {
@@ -120,4 +110,24 @@ public struct MosquittoTransport: TandemTransport, DeliveringTransport {
         continuation.onTermination = { _ in task.cancel() }
         return stream
     }
+
+    package func subscribe(_ filters: [String], deliver: @escaping @Sendable (TransportMessage) -> Void) async throws {
+        try await client.subscribe(filters, qos: subscriptionQoS) { message in
+            deliver(TransportMessage(topic: message.topic, payload: message.payload, retained: message.retain))
+        }
+    }
+
+    /// The connection's events as ``TransportEvent``s, handed to `deliver` on the thread
+    /// that sees them.
+    package func followEvents(_ deliver: @escaping @Sendable (TransportEvent) -> Void) {
+        client.onEvent { event in
+            switch event {
+            case .connected: deliver(.connected)
+            case .disconnected(let reason): deliver(.disconnected(reason: reason))
+            }
+        }
+    }
+
+    package func pauseSubscription(_ filter: String) { client.pauseSubscription(filter) }
+    package func resumeSubscription(_ filter: String) { client.resumeSubscription(filter) }
 }

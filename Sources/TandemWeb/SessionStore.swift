@@ -120,7 +120,9 @@ public actor SessionStore: Service {
             clientLogger[metadataKey: "user"] = .string(username)
             let topics = Topics(root: settings.topicRoot)
             // What MosquittoTransport(host:...) sets up (the retained offline will, a clean
-            // session), on the shared loop and connector.
+            // session), on the shared loop and connector: the loop's messages and the
+            // connection's edges go straight into the client's inbox, with no task of the
+            // session waiting on a stream. Subscribed at QoS 0 (`subscribingAt:` says why).
             let mqtt = try MQTTClient(
                 configuration: MQTTConfiguration(
                     host: settings.brokerHost, port: settings.brokerPort, clientId: clientId, username: username, password: password,
@@ -129,7 +131,7 @@ public actor SessionStore: Service {
                     session: .cleanStart, tls: settings.tls),
                 loop: loop, connector: connector, logger: clientLogger)
             client = TandemClient(
-                transport: WebTransport(client: mqtt), user: username, clientId: clientId, topics: topics, logger: clientLogger,
+                transport: MosquittoTransport(mqtt, subscribingAt: .atMostOnce), user: username, clientId: clientId, topics: topics, logger: clientLogger,
                 sharedDecodes: decodes)
         } catch {
             throw .unreachable("the MQTT client could not be set up: \(error)")
