@@ -15,6 +15,14 @@ actor Tab {
     private let logger: Logger
     /// The page's `ref` of each event or command this tab sent, by its id.
     private var refs: [String: String] = [:]
+    /// The ids of this tab's drag updates that continue a drag (`continues`): the page
+    /// shows the sticker under the pointer while it drags, so neither their echo (the
+    /// room with the edit laid over, before the coordinator has it) nor an accepted
+    /// receipt is written to it, only a rejection. A drag sends twenty a second.
+    private var quietEdits: Set<String> = []
+    /// The epoch and version of the last room frame written: a quiet edit's accepted
+    /// receipt that finds the room already shown at its version changes nothing shown.
+    private var shownVersion: (epoch: String?, version: Int64)?
     private var watchedRoom: String?
     /// The watched room's latest state not yet written, and when the oldest change it
     /// holds was taken from the client (one ``OutFrame/latestRoom`` is queued for it).
@@ -192,6 +200,7 @@ actor Tab {
             let client = session.client
             let event = EditEvent(eventId: await client.nextId(), type: type, stickerId: sticker, timestamp: WallClock.now(), image: image, frame: frame)
             refs[event.eventId] = ref
+            if continues { quietEdits.insert(event.eventId) }
             // A drag's later updates stay off the person's undo stack (a drag sends twenty
             // a second): its first update is on it with the look before the drag, so one
             // Ctrl+Z puts the sticker back where the drag began, and the redo goes to where
@@ -331,6 +340,7 @@ actor Tab {
     func takeRoom() async -> (String, ContinuousClock.Instant)? {
         guard let pending = pendingRoom else { return nil }
         pendingRoom = nil
+        shownVersion = (pending.replica.epoch, pending.replica.version)
         var undo = undoShown
         if pending.undoMayHaveChanged || undo == nil {
             let history = await session.client.undoHistory(of: pending.replica.roomId)
@@ -357,7 +367,10 @@ actor Tab {
     private func watch(_ room: String) async {
         let client = session.client
         guard room != watchedRoom else {
-            if let replica = await client.replica(of: room) { send(PageJSON.room(replica, undo: await client.undoHistory(of: room))) }
+            if let replica = await client.replica(of: room) {
+                send(PageJSON.room(replica, undo: await client.undoHistory(of: room)))
+                shownVersion = (replica.epoch, replica.version)
+            }
             return
         }
         roomListening?.stop()
@@ -372,6 +385,7 @@ actor Tab {
         }
         watchedRoom = room
         pendingRoom = nil
+        shownVersion = nil
         undoShown = nil
         roomMembers = []
         // The room's updates wait until its first frame is out (receipts too, for that
@@ -392,6 +406,7 @@ actor Tab {
         }
         if let replica = await client.replica(of: room) {
             send(PageJSON.room(replica, undo: await client.undoHistory(of: room)))
+            shownVersion = (replica.epoch, replica.version)
             await session.notePeople(replica.members.map(\.userId), from: "room:\(room)")
         }
         inbox.release()
@@ -421,6 +436,7 @@ actor Tab {
             watchedRoom = nil
             return
         }
+        if pendingRoom == nil, quietlyShown(update) { return }
         // Coalesced: one frame queued at a time, carrying the room as it is when written.
         let undoMayChange = Self.undoMayChange(update)
         if let pending = pendingRoom {
@@ -428,6 +444,23 @@ actor Tab {
         } else {
             pendingRoom = (update.replica, takenAt, undoMayChange)
             continuation.push(.latestRoom)
+        }
+    }
+
+    /// Whether `update` shows this tab nothing new: the echo of one of its quiet edits
+    /// (the page shows the drag itself), or such an edit's acceptance once the room was
+    /// shown at the version that holds it (the edit's frame laid over the confirmed
+    /// sticker again, which already has it). A predicted rejection, a rollback, a later
+    /// version are shown.
+    private func quietlyShown(_ update: RoomUpdate) -> Bool {
+        switch update.cause {
+        case .localEdit(let event, predicted: nil):
+            return quietEdits.contains(event.eventId)
+        case .receipt(let receipt, let outgoing):
+            guard receipt.status != .rejected, quietEdits.contains(outgoing.id), let shown = shownVersion else { return false }
+            return shown.epoch == update.replica.epoch && shown.version == update.replica.version
+        default:
+            return false
         }
     }
 
@@ -439,6 +472,9 @@ actor Tab {
 
     private func settled(_ id: String, _ receipt: Receipt) {
         guard let ref = refs.removeValue(forKey: id) else { return }
+        // The page waits for no acceptance of a drag's continuing updates (it keeps their
+        // shared ref until the drag's release is answered): a rejection ends its drag.
+        if quietEdits.remove(id) != nil, receipt.status != .rejected { return }
         send(PageJSON.receipt(ref: ref, receipt))
     }
 

@@ -180,10 +180,17 @@ function receive(frame) {
 
 function settle(receipt) {
   const what = state.refs.get(receipt.ref);
-  state.refs.delete(receipt.ref);
+  // A drag's continuing updates share one ref, kept until its release is answered.
+  if (!what || !what.drag) state.refs.delete(receipt.ref);
+  if (what && what.settled) what.settled();
   if (receipt.status !== "rejected") {
     if (what && what.accepted) what.accepted();
     return;
+  }
+  // Only the first of a drag's refused updates says so: those sent meanwhile follow it.
+  if (what && what.drag) {
+    if (what.refused) return;
+    what.refused = true;
   }
   // The server's next room frame carries the rolled-back sticker: it snaps back.
   if (state.drag && what && what.sticker === state.drag.sticker) endDrag(false);
@@ -472,10 +479,20 @@ function flushUpdate() {
   const drag = state.drag;
   if (!drag || !drag.dirty) return;
   drag.dirty = false;
-  // The drag's later updates continue its first: one undo takes back the whole drag.
-  sendWithRef({ type: "edit", room: state.room, op: "update", sticker: drag.sticker, frame: { ...drag.frame },
-    ...(drag.updated ? { continues: true } : {}) }, { label: "move", sticker: drag.sticker });
-  drag.updated = true;
+  const update = { type: "edit", room: state.room, op: "update", sticker: drag.sticker, frame: { ...drag.frame } };
+  if (!drag.updated) {
+    sendWithRef(update, { label: "move", sticker: drag.sticker });
+    drag.updated = true;
+    return;
+  }
+  // The drag's later updates continue its first: one undo takes back the whole drag. They
+  // share one ref, and the server answers them only with a refusal (the page shows the
+  // drag itself: an acceptance twenty times a second would say nothing).
+  if (!drag.ref) {
+    drag.ref = `r${state.nextRef++}`;
+    state.refs.set(drag.ref, { label: "move", sticker: drag.sticker, drag: true });
+  }
+  send({ ...update, continues: true, ref: drag.ref });
 }
 
 document.addEventListener("pointerup", () => { if (state.drag) endDrag(true); });
@@ -485,13 +502,20 @@ function endDrag(release) {
   const drag = state.drag;
   if (release) {
     flushUpdate();
-    sendWithRef({ type: "edit", room: state.room, op: "release", sticker: drag.sticker }, { label: "let go", sticker: drag.sticker });
+    // Its answer comes after the continuing updates' (one room, in order): their ref goes then.
+    const dragRef = drag.ref;
+    sendWithRef({ type: "edit", room: state.room, op: "release", sticker: drag.sticker },
+      { label: "let go", sticker: drag.sticker, settled: () => { if (dragRef) state.refs.delete(dragRef); } });
     // The room shows a drag's updates as they are applied: until the last one is, the
     // sticker stays where it was let go (it does not jump back a step).
     if (drag.updated) {
       state.settling = { sticker: drag.sticker, frame: { ...drag.frame }, until: Date.now() + 2000 };
       setTimeout(() => { if (state.settling && Date.now() >= state.settling.until) { state.settling = null; drawBoard(); } }, 2100);
     }
+  } else if (drag.ref) {
+    // Not let go (refused, or the room went): answers still under way for the drag's
+    // continuing updates are waited for a while, then their ref goes.
+    setTimeout(() => state.refs.delete(drag.ref), 10000);
   }
   clearTimeout(drag.timer);
   state.drag = null;
