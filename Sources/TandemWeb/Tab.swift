@@ -85,6 +85,7 @@ actor Tab {
             case .room(let watch, let room, let update):
                 guard watch == watchCount else { return }
                 let takenAt = ContinuousClock.now
+                if case .changes(let changes, applied: true) = update.cause { timeUpdates(changes) }
                 if update.replica.members != roomMembers {
                     roomMembers = update.replica.members
                     await session.notePeople(roomMembers.map(\.userId), from: "room:\(room)")
@@ -97,6 +98,15 @@ actor Tab {
                 guard case .settled(let outgoing, let receipt) = event else { return }
                 settled(outgoing.id, receipt)
             }
+        }
+    }
+
+    /// How long each sticker update took from its editor (its timestamp) to this tab.
+    private func timeUpdates(_ changes: RoomChanges) {
+        let now = WallClock.now()
+        for change in changes.changes where change.type == .update {
+            guard let at = change.sticker?.updatedAt, at <= now else { continue }
+            metrics.editToUpdate.record(.milliseconds(now - at))
         }
     }
 

@@ -20,6 +20,7 @@ public final class WebMetrics: Sendable {
         public static let framesPaced = "tandem_web_frames_paced_total"
         public static let frameToPublish = "tandem_web_frame_to_publish_seconds"
         public static let updateToFrame = "tandem_web_update_to_frame_seconds"
+        public static let editToUpdate = "tandem_web_edit_to_update_seconds"
         public static let roomFrames = "tandem_web_room_frames_total"
     }
 
@@ -36,6 +37,13 @@ public final class WebMetrics: Sendable {
         .milliseconds(50), .milliseconds(100), .milliseconds(250), .seconds(1),
     ]
 
+    /// Around the coordinator's reorder window (30 ms by default), where an edit's way
+    /// back to the tabs ends.
+    public static let roundTripBuckets: [Duration] = [
+        .milliseconds(10), .milliseconds(25), .milliseconds(30), .milliseconds(32), .milliseconds(35), .milliseconds(40),
+        .milliseconds(50), .milliseconds(75), .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1),
+    ]
+
     public let registry: PrometheusCollectorRegistry
     let sessions: Gauge
     let tabs: Gauge
@@ -46,6 +54,8 @@ public final class WebMetrics: Sendable {
     let paced: Counter
     let frameToPublish: DurationHistogram
     let updateToFrame: DurationHistogram
+    /// From a sticker update's timestamp to its change taken by a tab that shows the room.
+    let editToUpdate: DurationHistogram
     /// `room` frames whose room part was written for them, and those that copied the
     /// part another tab wrote for the same version (``RoomFrames``).
     let roomFramesWritten: Counter
@@ -71,6 +81,11 @@ public final class WebMetrics: Sendable {
             descriptor: Self.describe(Name.frameToPublish, "From a page's frame read to its event handed to the MQTT client"), buckets: Self.latencyBuckets)
         updateToFrame = registry.makeDurationHistogram(
             descriptor: Self.describe(Name.updateToFrame, "From a room update taken from the MQTT client to its frame written to the page"), buckets: Self.latencyBuckets)
+        editToUpdate = registry.makeDurationHistogram(
+            descriptor: Self.describe(
+                Name.editToUpdate,
+                "From a sticker update's timestamp (its editor's clock: this process's for its people's edits) to its change taken from the MQTT client by a tab showing the room"),
+            buckets: Self.roundTripBuckets)
         let roomFrames = Self.describe(Name.roomFrames, "Room frames by how their room part was had: written, or shared with another tab's")
         roomFramesWritten = registry.makeCounter(descriptor: roomFrames, labels: [("part", "written")])
         roomFramesShared = registry.makeCounter(descriptor: roomFrames, labels: [("part", "shared")])
