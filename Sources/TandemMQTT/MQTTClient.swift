@@ -66,6 +66,11 @@ public final class MQTTClient: Sendable {
         try await core.connect()
     }
 
+    /// The descriptors a connected client holds: its socket, and libmosquitto's wake-up
+    /// pair where it could not be closed (a libmosquitto other than 2.0). With a
+    /// ``PollLoop`` and ``MQTTConnector`` that is all; alone it adds an eventfd.
+    public static var descriptorsPerConnection: Int { LibMosquitto.closesWakePair ? 1 : 3 }
+
     /// Whether the connection is up at this moment.
     public var isConnected: Bool { core.isConnected }
 
@@ -180,9 +185,12 @@ final class ClientCore: @unchecked Sendable {
     let wake = DispatchSemaphore(value: 0)
     /// An eventfd that wakes the loop thread's `poll` when another thread has queued a
     /// packet (publish, subscribe, disconnect): libmosquitto's own wake-up socket pair is
-    /// read only by `mosquitto_loop()`. ``kick()`` writes it at most once per turn.
+    /// read only by `mosquitto_loop()`, and closed at once where it can be (``closedWakePair``). ``kick()`` writes it at most once per turn.
     let wakeFD: Int32
     let wakePending = Atomic<Bool>(false)
+    /// libmosquitto's own wake-up socket pair was closed (`tandem_mosquitto_close_wake_pair`):
+    /// two descriptors fewer, and no write into it for every packet queued.
+    let closedWakePair: Bool
     let loopFinished = DispatchSemaphore(value: 0)
     /// Nanoseconds from ``ClientCore/clockBase`` to the last packet heard from the broker
     /// (0: none yet). Written by the thread that reads the socket.
@@ -333,6 +341,8 @@ final class ClientCore: @unchecked Sendable {
             throw MQTTError(.library(code: MOSQ_ERR_NOMEM.rawValue), "mosquitto_new failed for client id \(configuration.clientId)")
         }
         mosq = handle
+        // Its wake-up pair is read only by mosquitto_loop(), which this client never runs.
+        closedWakePair = tandem_mosquitto_close_wake_pair(handle) == 1
         do {
             try configure()
         } catch {

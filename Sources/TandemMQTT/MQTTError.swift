@@ -67,6 +67,16 @@ enum LibMosquitto {
         return true
     }()
 
+    /// Whether this libmosquitto's clients go without their wake-up socket pair
+    /// (`tandem_mosquitto_close_wake_pair`, tried on a client made for the question): then
+    /// a connected client holds one descriptor, its socket, and otherwise three.
+    static let closesWakePair: Bool = {
+        _ = initialised
+        guard let handle = mosquitto_new(nil, true, nil) else { return false }
+        defer { mosquitto_destroy(handle) }
+        return tandem_mosquitto_close_wake_pair(handle) == 1
+    }()
+
     /// A property list with MQTT v5's message expiry interval, or nil (none) without one.
     static func messageExpiry(_ seconds: UInt32?) -> OpaquePointer? {
         var props: OpaquePointer? = nil

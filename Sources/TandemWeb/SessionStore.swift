@@ -205,11 +205,12 @@ public actor SessionStore: Service {
         stopThreads()
     }
 
-    /// The most sessions a process with `openFiles` descriptors can hold: four each (the
-    /// MQTT socket, libmosquitto's wake-up pair, a tab's WebSocket), after a tenth and
-    /// 256 are kept for more tabs, HTTP requests and the process itself.
-    public static func sessionLimit(openFiles: Int) -> Int {
-        max(1, (openFiles - 256) * 9 / 10 / 4)
+    /// The most sessions a process with `openFiles` descriptors can hold: each its MQTT
+    /// connection (``MQTTClient/descriptorsPerConnection``: its socket, and libmosquitto's
+    /// wake-up pair where it could not be closed) and a tab's WebSocket, after a tenth
+    /// and 256 are kept for more tabs, HTTP requests and the process itself.
+    public static func sessionLimit(openFiles: Int, perConnection: Int = MQTTClient.descriptorsPerConnection) -> Int {
+        max(1, (openFiles - 256) * 9 / 10 / (perConnection + 1))
     }
 
     /// Whether a connect failure is the broker turning the account away (TandemMQTT's

@@ -177,9 +177,12 @@ import TestSupport
                 #expect(await store.count == 1)
             }
         }
-        #expect(SessionStore.sessionLimit(openFiles: 20_000) == 4_442)
-        #expect(SessionStore.sessionLimit(openFiles: 65_536) == 14_688)
+        // Two descriptors a session with libmosquitto's wake-up pair closed, four without.
+        #expect(SessionStore.sessionLimit(openFiles: 20_000, perConnection: 1) == 8_884)
+        #expect(SessionStore.sessionLimit(openFiles: 20_000, perConnection: 3) == 4_442)
+        #expect(SessionStore.sessionLimit(openFiles: 65_536, perConnection: 3) == 14_688)
         #expect(SessionStore.sessionLimit(openFiles: 100) == 1)
+        #expect(SessionStore.sessionLimit(openFiles: 20_000) == 8_884, "libmosquitto 2.0's pair is closed here")
     }
 
     @Test func badAndOversizedFramesGetErrorFramesAndTheTabLives() async throws {
