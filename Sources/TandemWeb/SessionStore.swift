@@ -24,10 +24,10 @@ public struct WebSettings: Sendable {
     /// MQTT socket (``PollLoop/turnSpacing``): what arrives meanwhile is read in one wake.
     public var turnSpacing: Duration
     /// The most sessions at once; the next sign-in is refused (503) until one ends. Each
-    /// session holds about four open files, and a process out of them does not fail one
+    /// session holds two open files (four with a libmosquitto other than 2.0), and a process out of them does not fail one
     /// sign-in but everything (libdispatch stops the process when it cannot open a file
     /// of /proc): tandem-web sets this from its open-file limit
-    /// (``SessionStore/sessionLimit(openFiles:)``).
+    /// (``SessionStore/sessionLimit(openFiles:perConnection:)``).
     public var maxSessions: Int
 
     public init(
@@ -205,10 +205,14 @@ public actor SessionStore: Service {
         stopThreads()
     }
 
-    /// The most sessions a process with `openFiles` descriptors can hold: each its MQTT
-    /// connection (``MQTTClient/descriptorsPerConnection``: its socket, and libmosquitto's
-    /// wake-up pair where it could not be closed) and a tab's WebSocket, after a tenth
-    /// and 256 are kept for more tabs, HTTP requests and the process itself.
+    /// The descriptors a signed-in session with one tab holds: its MQTT connection's
+    /// (``MQTTClient/descriptorsPerConnection``: its socket, and libmosquitto's wake-up
+    /// pair where it could not be closed) and the tab's WebSocket.
+    public static var descriptorsPerSession: Int { MQTTClient.descriptorsPerConnection + 1 }
+
+    /// The most sessions a process with `openFiles` descriptors can hold, at
+    /// `perConnection` + 1 each (``descriptorsPerSession``), after a tenth and 256 are
+    /// kept for more tabs, HTTP requests and the process itself.
     public static func sessionLimit(openFiles: Int, perConnection: Int = MQTTClient.descriptorsPerConnection) -> Int {
         max(1, (openFiles - 256) * 9 / 10 / (perConnection + 1))
     }

@@ -81,7 +81,7 @@ struct TandemWebCommand: AsyncParsableCommand {
         let files = Self.raiseOpenFileLimit()
         var web = settings.web
         web.maxSessions = SessionStore.sessionLimit(openFiles: Int(files))
-        logger.info("open files: at most \(files), about 4 a signed-in session: at most \(web.maxSessions) sessions")
+        logger.info("open files: at most \(files), about \(SessionStore.descriptorsPerSession) a signed-in session: at most \(web.maxSessions) sessions")
         let store: SessionStore
         do {
             store = try SessionStore(settings: web, logger: logger)

@@ -8,7 +8,14 @@ import TestSupport
 /// as soon as a client is made (`tandem_mosquitto_close_wake_pair`): a client holds its
 /// socket (and, without a connector, its eventfd), not two descriptors more.
 @Suite(.serialized) struct WakePairTests {
-    @Test func thePairIsFoundAndClosedOnThisLibmosquitto() throws {
+    static var isLibmosquitto20: Bool {
+        var major: Int32 = 0, minor: Int32 = 0, revision: Int32 = 0
+        mosquitto_lib_version(&major, &minor, &revision)
+        return major == 2 && minor == 0
+    }
+
+    @Test(.enabled(if: isLibmosquitto20, "the layout it checks is 2.0's"))
+    func thePairIsFoundAndClosedOnThisLibmosquitto() throws {
         _ = LibMosquitto.initialised
         let handle = try #require(mosquitto_new(nil, true, nil))
         defer { mosquitto_destroy(handle) }
@@ -32,7 +39,7 @@ import TestSupport
                 try MQTTClient(configuration: MQTTConfiguration(host: broker.host, port: broker.port, clientId: id))
             }
             let a = try client("a"), b = try client("b")
-            #expect(a.core.closedWakePair && b.core.closedWakePair)
+            #expect(a.core.closedWakePair == Self.isLibmosquitto20 && b.core.closedWakePair == Self.isLibmosquitto20)
             try await a.connect()
             try await b.connect()
             let subscription = try await a.subscribe("pair/#")

@@ -160,6 +160,7 @@ function receive(frame) {
     case "room": if (frame.room === state.room) takeRoom(frame); break;
     case "roomClosed":
       if (frame.room === state.room) {
+        if (state.drag) forgetDragRef(state.drag);
         state.roomFrame = null; state.room = null; state.drag = null;
         leaveRoomExtras();
         drawBoard();
@@ -498,24 +499,28 @@ function flushUpdate() {
 document.addEventListener("pointerup", () => { if (state.drag) endDrag(true); });
 document.addEventListener("pointercancel", () => { if (state.drag) endDrag(true); });
 
+/// A drag's continuing updates share one ref: answers still under way for them (only
+/// refusals come) are waited for a while, then it goes.
+function forgetDragRef(drag) {
+  if (drag.ref) setTimeout(() => state.refs.delete(drag.ref), 10000);
+}
+
 function endDrag(release) {
   const drag = state.drag;
   if (release) {
     flushUpdate();
-    // Its answer comes after the continuing updates' (one room, in order): their ref goes then.
-    const dragRef = drag.ref;
+    // Its answer usually comes after the continuing updates' (one room, in timestamp
+    // order); not always (a refusal at once, a late one): their ref goes a while after.
     sendWithRef({ type: "edit", room: state.room, op: "release", sticker: drag.sticker },
-      { label: "let go", sticker: drag.sticker, settled: () => { if (dragRef) state.refs.delete(dragRef); } });
+      { label: "let go", sticker: drag.sticker, settled: () => forgetDragRef(drag) });
     // The room shows a drag's updates as they are applied: until the last one is, the
     // sticker stays where it was let go (it does not jump back a step).
     if (drag.updated) {
       state.settling = { sticker: drag.sticker, frame: { ...drag.frame }, until: Date.now() + 2000 };
       setTimeout(() => { if (state.settling && Date.now() >= state.settling.until) { state.settling = null; drawBoard(); } }, 2100);
     }
-  } else if (drag.ref) {
-    // Not let go (refused, or the room went): answers still under way for the drag's
-    // continuing updates are waited for a while, then their ref goes.
-    setTimeout(() => state.refs.delete(drag.ref), 10000);
+  } else {
+    forgetDragRef(drag);
   }
   clearTimeout(drag.timer);
   state.drag = null;
