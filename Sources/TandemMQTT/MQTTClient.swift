@@ -185,7 +185,8 @@ final class ClientCore: @unchecked Sendable {
     let wake = DispatchSemaphore(value: 0)
     /// An eventfd that wakes the loop thread's `poll` when another thread has queued a
     /// packet (publish, subscribe, disconnect): libmosquitto's own wake-up socket pair is
-    /// read only by `mosquitto_loop()`, and closed at once where it can be (``closedWakePair``). ``kick()`` writes it at most once per turn.
+    /// read only by `mosquitto_loop()`, and closed at once where it can be
+    /// (``closedWakePair``). ``kick()`` writes it at most once per turn.
     let wakeFD: Int32
     let wakePending = Atomic<Bool>(false)
     /// libmosquitto's own wake-up socket pair was closed (`tandem_mosquitto_close_wake_pair`):

@@ -24,9 +24,10 @@ public struct WebSettings: Sendable {
     /// MQTT socket (``PollLoop/turnSpacing``): what arrives meanwhile is read in one wake.
     public var turnSpacing: Duration
     /// The most sessions at once; the next sign-in is refused (503) until one ends. Each
-    /// session holds two open files (four with a libmosquitto other than 2.0), and a process out of them does not fail one
-    /// sign-in but everything (libdispatch stops the process when it cannot open a file
-    /// of /proc): tandem-web sets this from its open-file limit
+    /// session holds two open files (four with a libmosquitto other than 2.0), and a
+    /// process out of them does not fail one sign-in but everything (libdispatch stops
+    /// the process when it cannot open a file of /proc): tandem-web sets this from its
+    /// open-file limit
     /// (``SessionStore/sessionLimit(openFiles:perConnection:)``).
     public var maxSessions: Int
 

@@ -341,6 +341,12 @@ actor Tab {
         continuation.push(.latestRoom)
     }
 
+    /// The room whole, written now (a tab that starts showing it, or asks again).
+    private func show(_ replica: RoomReplica, undo: UndoHistory?) {
+        send(PageJSON.room(replica, undo: undo))
+        shownVersion = (replica.epoch, replica.version)
+    }
+
     private func send(_ frame: JSON) {
         continuation.push(OutFrame(frame))
     }
@@ -377,10 +383,7 @@ actor Tab {
     private func watch(_ room: String) async {
         let client = session.client
         guard room != watchedRoom else {
-            if let replica = await client.replica(of: room) {
-                send(PageJSON.room(replica, undo: await client.undoHistory(of: room)))
-                shownVersion = (replica.epoch, replica.version)
-            }
+            if let replica = await client.replica(of: room) { show(replica, undo: await client.undoHistory(of: room)) }
             return
         }
         roomListening?.stop()
@@ -415,8 +418,7 @@ actor Tab {
             return
         }
         if let replica = await client.replica(of: room) {
-            send(PageJSON.room(replica, undo: await client.undoHistory(of: room)))
-            shownVersion = (replica.epoch, replica.version)
+            show(replica, undo: await client.undoHistory(of: room))
             await session.notePeople(replica.members.map(\.userId), from: "room:\(room)")
         }
         inbox.release()
