@@ -55,6 +55,8 @@ let package = Package(
             pkgConfig: "sqlite3",
             providers: [.apt(["libsqlite3-dev"])]
         ),
+        // A VFS over SQLite's default that writes a commit's WAL frames in one call.
+        .target(name: "CSQLiteWAL", dependencies: ["CSQLite"]),
 
         // The pure domain: rules, ordering, state machines, wire payloads. No I/O.
         .target(name: "TandemCore"),
@@ -71,7 +73,7 @@ let package = Package(
         // SQLite: one actor per connection, migrations, Tandem's schema.
         .target(
             name: "TandemStore",
-            dependencies: ["CSQLite", "TandemCore"]
+            dependencies: ["CSQLite", "CSQLiteWAL", "TandemCore"]
         ),
 
         // PostgreSQL: the same schema meaning as SQLiteStore, plus the leader lease

@@ -1,4 +1,5 @@
 import CSQLite
+import CSQLiteWAL
 
 /// One open SQLite database: the raw `sqlite3*`, a cache of prepared statements, and the
 /// pragmas Tandem runs with.
@@ -38,6 +39,10 @@ public final class SQLiteConnection {
         /// once grew large otherwise keeps its size on disk for as long as the database
         /// is open, however little of it is in use.
         public var journalSizeLimitBytes: Int64?
+        /// Whether a commit's WAL frames are written in one call (the "tandem-wal" VFS,
+        /// CSQLiteWAL) instead of two calls a page. Nothing else differs: the frames are in
+        /// the file before the commit returns, as with SQLite's own VFS.
+        public var gathersWALWrites = true
         public init() {}
     }
 
@@ -59,6 +64,9 @@ public final class SQLiteConnection {
     /// never reads the statistics.
     private static let configured: Void = { _ = tandem_sqlite_disable_memstatus() }()
 
+    /// The "tandem-wal" VFS, registered once; nil (SQLite's default VFS) if it could not be.
+    private static let gatheringVFS: String? = tandem_wal_vfs_register() == SQLITE_OK ? TANDEM_WAL_VFS_NAME : nil
+
     /// Opens (creating if missing) the database at `path` and applies Tandem's pragmas.
     /// A file that is not a database, or is corrupt, fails here with an `SQLiteError`.
     public init(path: String, options: Options = Options()) throws {
@@ -67,7 +75,7 @@ public final class SQLiteConnection {
         var handle: OpaquePointer?
         let flags = (options.readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE)
             | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE
-        let rc = sqlite3_open_v2(path, &handle, flags, nil)
+        let rc = sqlite3_open_v2(path, &handle, flags, options.gathersWALWrites ? Self.gatheringVFS : nil)
         do {
             try SQLiteError.check(rc, db: handle, "open \(path)")
         } catch {
@@ -106,6 +114,15 @@ public final class SQLiteConnection {
     }
 
     deinit { close() }
+
+    /// The writes to this connection's WAL file since it was opened, those SQLite asked for
+    /// and those made to the file (``Options/gathersWALWrites``); nil when they are not
+    /// gathered or the WAL is not open yet.
+    public var walWrites: (asked: UInt64, made: UInt64)? {
+        var asked: UInt64 = 0, made: UInt64 = 0
+        guard let db, tandem_wal_writes(db, &asked, &made) == 1 else { return nil }
+        return (asked, made)
+    }
 
     /// Sets how long a statement waits for another connection's lock before SQLITE_BUSY.
     public func setBusyTimeout(_ milliseconds: Int32) throws(SQLiteError) {
