@@ -6,11 +6,12 @@
 // default VFS's own. A connection's files are used by that connection alone, which
 // SQLite serializes: no lock here.
 //
-// What is gathered: writes that append to the log (at `end`, the furthest byte written
-// since the log last started over). Anything else goes straight to the file after the
-// buffer: SQLite rewriting a frame it already wrote (a spilled page changed again, and
-// then each later frame's header with a new checksum, the commit's included), the WAL
-// header when the log starts over (offset 0, which also starts `end` over).
+// What is gathered: writes that append (at `end`, where this connection's last write
+// ended; the WAL header, at offset 0, starts the log over and is the first append of
+// the new log). Anything else goes straight to the file after the buffer: SQLite
+// rewriting a frame it already wrote (a spilled page changed again, and then each later
+// frame's header with a new checksum, the commit's included: never where the write
+// before it ended), a log another connection wrote last.
 //
 // When the buffer is written:
 // - at the end of a commit: SQLite writes a frame as its 24-byte header, then its page,
@@ -25,7 +26,9 @@
 // When it is dropped: when the connection's write transaction ends (the database file's
 // WAL write lock is let go), what is left is of no commit (pages spilled by a transaction
 // that rolled back): SQLite never reads it, and written later it could land on frames
-// another connection appended meanwhile.
+// another connection appended meanwhile. (In exclusive locking mode there is no such
+// lock: the leftovers are written at the file's next use, where no other connection
+// can write.)
 // Not gathered at all: a WAL whose file may need padding to a sector (without
 // SQLITE_IOCAP_POWERSAFE_OVERWRITE, synchronous=FULL pads after the commit frame and
 // splits a frame at the sector's end), and a WAL whose database file is not known.
@@ -64,7 +67,7 @@ struct WalFile {
     unsigned char *buffer;
     int length, capacity;
     sqlite3_int64 start;    // the file offset of buffer[0]
-    sqlite3_int64 end;      // the furthest byte written (or buffered) since the log started over
+    sqlite3_int64 end;      // where the last write (made or buffered) ended: an append starts here
     int commitPending;      // the last write was a commit frame's header
     unsigned long long asked, made;  // writes SQLite asked for; writes made to the file
 };
@@ -132,7 +135,8 @@ static int walWrite(sqlite3_file *f, const void *data, int amount, sqlite3_int64
     WalFile *file = (WalFile *)f;
     file->asked += 1;
     if (!file->db) return writeThrough(file, data, amount, offset);
-    // The WAL header: the log starts over, and its frames are appended from here.
+    // The WAL header: the log starts over, and its frames are appended from here. (SQLite
+    // syncs the file right after it, which writes it.)
     if (offset == 0) {
         int rc = flush(file);
         if (rc != SQLITE_OK) return rc;
@@ -143,10 +147,10 @@ static int walWrite(sqlite3_file *f, const void *data, int amount, sqlite3_int64
     const unsigned char *bytes = data;
     file->commitPending = amount == FRAME_HEADER && (bytes[4] | bytes[5] | bytes[6] | bytes[7]) != 0;
     if (offset != file->end) {
-        // Not an append: a frame written again, or a log this connection did not write.
+        // Not an append: a frame written again, or a log another connection wrote last.
         int rc = flush(file);
         if (rc != SQLITE_OK) return rc;
-        if (offset + amount > file->end) file->end = offset + amount;
+        file->end = offset + amount;
         return writeThrough(file, data, amount, offset);
     }
     if (file->length + amount > file->capacity) {

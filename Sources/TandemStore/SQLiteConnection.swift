@@ -39,9 +39,10 @@ public final class SQLiteConnection {
         /// once grew large otherwise keeps its size on disk for as long as the database
         /// is open, however little of it is in use.
         public var journalSizeLimitBytes: Int64?
-        /// Whether a commit's WAL frames are written in one call (the "tandem-wal" VFS,
-        /// CSQLiteWAL) instead of two calls a page. Nothing else differs: the frames are in
-        /// the file before the commit returns, as with SQLite's own VFS.
+        /// Whether a commit's WAL frames are written together (the "tandem-wal" VFS,
+        /// CSQLiteWAL: one call for up to 128 KiB) instead of two calls a page. Nothing
+        /// else differs: the frames are in the file before the commit returns, as with
+        /// SQLite's own VFS.
         public var gathersWALWrites = true
         public init() {}
     }
@@ -118,7 +119,7 @@ public final class SQLiteConnection {
     /// The writes to this connection's WAL file since it was opened, those SQLite asked for
     /// and those made to the file (``Options/gathersWALWrites``); nil when they are not
     /// gathered or the WAL is not open yet.
-    public var walWrites: (asked: UInt64, made: UInt64)? {
+    var walWrites: (asked: UInt64, made: UInt64)? {
         var asked: UInt64 = 0, made: UInt64 = 0
         guard let db, tandem_wal_writes(db, &asked, &made) == 1 else { return nil }
         return (asked, made)

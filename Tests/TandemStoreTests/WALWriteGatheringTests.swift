@@ -48,7 +48,8 @@ import Testing
             #expect(other.walWrites == nil)
 
             let before = try #require(writer.walWrites)
-            // Some 25 pages of 4 KB: 50 frame writes asked for, about 100 KB, one write.
+            // Some 25 pages of 4 KB: 50 frame writes asked for, about 100 KB, one write
+            // (one call takes up to 128 KiB: 0x1ffff bytes).
             try insert(writer, rows: 0..<50, size: 2_000)
             let after = try #require(writer.walWrites)
             #expect(after.asked - before.asked >= 50)
@@ -152,9 +153,10 @@ import Testing
         }
     }
 
-    /// A transaction that spilled and rolled back leaves frames that belong to no commit:
-    /// they are dropped, never written over what another connection appends next.
-    @Test func aRolledBackTransactionsSpilledFramesAreNeverWritten() async throws {
+    /// A transaction that spilled and rolled back leaves frames that belong to no commit
+    /// in the buffer: they are dropped, never written over what another connection
+    /// appends next.
+    @Test func aRolledBackTransactionsLeftoversNeverLandOnAnotherWritersFrames() async throws {
         struct Abandon: Error {}
         try await withTemporaryDirectory { dir in
             let (path, writer) = try newDatabase(in: dir)
