@@ -1,59 +1,87 @@
+import NIOCore
 import Synchronization
 import TandemClient
 import TandemCore
 
-/// The `room` frames of the process, the room's part written once per room version:
-/// every tab showing a room gets the same bytes but for `canUndo` and `canRedo` (the
-/// person's), so the first tab to write a version keeps its text here and the others
-/// copy it and add their two fields. A replica with edits of its own pending shows
-/// them, which is that session's alone: written for it, and not kept.
+/// The `room` frames of the process, each written once per room version and person's
+/// undo state: every tab showing a room gets the same bytes but for `canUndo` and
+/// `canRedo` (the person's), so the first tab to write a version keeps its room part
+/// here, and each of the four frames made from it (undo and redo, each true or false) is
+/// kept as the buffer the sockets write: the tabs showing that version share it, with
+/// nothing copied. A replica with edits of its own pending shows them, which is that
+/// session's alone: written for it, and not kept.
 ///
 /// Keeps the latest version of each room shown since the process started (a room's
-/// text is about a kilobyte).
+/// text is about a kilobyte, its frames four times that at most).
 final class RoomFrames: Sendable {
     struct Version: Equatable {
         var epoch: String
         var version: Int64
     }
 
-    private let latest = Mutex<[String: (version: Version, body: [UInt8])]>([:])
+    private struct Latest {
+        var version: Version
+        var body: [UInt8]
+        /// By ``variant(canUndo:canRedo:)``: made when a tab first needs it.
+        var frames: [ByteBuffer?] = [nil, nil, nil, nil]
+    }
+
+    private let latest = Mutex<[String: Latest]>([:])
     let metrics: WebMetrics
 
     init(metrics: WebMetrics) {
         self.metrics = metrics
     }
 
-    /// The `room` frame's text for this replica and what this person can undo and redo
-    /// in it: the bytes ``PageJSON/room(_:undo:)`` writes.
-    func frame(_ replica: RoomReplica, canUndo: Bool, canRedo: Bool) -> String {
-        var out: [UInt8]
-        if let epoch = replica.epoch, replica.pendingEventIds.isEmpty {
-            let version = Version(epoch: epoch, version: replica.version)
-            if let shared = latest.withLock({ $0[replica.roomId].flatMap { $0.version == version ? $0.body : nil } }) {
-                metrics.roomFramesShared.increment()
-                out = shared
-            } else {
-                out = Self.body(replica)
-                let body = out
-                latest.withLock { latest in
-                    // Never back to an older version (a late writer of the one before).
-                    if let held = latest[replica.roomId], held.version.epoch == epoch, held.version.version > version.version { return }
-                    latest[replica.roomId] = (version, body)
-                }
-                metrics.roomFramesWritten.increment()
-            }
-        } else {
-            out = Self.body(replica)
+    /// The `room` frame for this replica and what this person can undo and redo in it:
+    /// the bytes ``PageJSON/room(_:undo:)`` writes, as a text frame's payload.
+    func frame(_ replica: RoomReplica, canUndo: Bool, canRedo: Bool) -> ByteBuffer {
+        guard let epoch = replica.epoch, replica.pendingEventIds.isEmpty else {
             metrics.roomFramesWritten.increment()
+            return Self.frame(Self.body(replica), canUndo: canUndo, canRedo: canRedo)
         }
-        // The body's closing brace gives way to the person's two fields.
-        out.removeLast()
-        out.append(contentsOf: #","canUndo":"#.utf8)
-        out.append(contentsOf: (canUndo ? "true" : "false").utf8)
-        out.append(contentsOf: #","canRedo":"#.utf8)
-        out.append(contentsOf: (canRedo ? "true" : "false").utf8)
-        out.append(UInt8(ascii: "}"))
-        return String(decoding: out, as: UTF8.self)
+        let version = Version(epoch: epoch, version: replica.version)
+        let variant = Self.variant(canUndo: canUndo, canRedo: canRedo)
+        let shared: ByteBuffer?? = latest.withLock { latest in
+            guard var held = latest[replica.roomId], held.version == version else { return nil }
+            if let frame = held.frames[variant] { return .some(frame) }
+            let frame = Self.frame(held.body, canUndo: canUndo, canRedo: canRedo)
+            held.frames[variant] = frame
+            latest[replica.roomId] = held
+            return .some(frame)
+        }
+        if let shared, let frame = shared {
+            metrics.roomFramesShared.increment()
+            return frame
+        }
+        let body = Self.body(replica)
+        let frame = Self.frame(body, canUndo: canUndo, canRedo: canRedo)
+        latest.withLock { latest in
+            // Never back to an older version (a late writer of the one before).
+            if let held = latest[replica.roomId], held.version.epoch == epoch, held.version.version > version.version { return }
+            var fresh = Latest(version: version, body: body)
+            fresh.frames[variant] = frame
+            latest[replica.roomId] = fresh
+        }
+        metrics.roomFramesWritten.increment()
+        return frame
+    }
+
+    private static func variant(canUndo: Bool, canRedo: Bool) -> Int {
+        (canUndo ? 2 : 0) + (canRedo ? 1 : 0)
+    }
+
+    /// The room part, its closing brace giving way to the person's two fields.
+    private static func frame(_ body: [UInt8], canUndo: Bool, canRedo: Bool) -> ByteBuffer {
+        var frame = ByteBuffer()
+        frame.reserveCapacity(body.count + 32)
+        frame.writeBytes(body.dropLast())
+        frame.writeString(#","canUndo":"#)
+        frame.writeString(canUndo ? "true" : "false")
+        frame.writeString(#","canRedo":"#)
+        frame.writeString(canRedo ? "true" : "false")
+        frame.writeInteger(UInt8(ascii: "}"))
+        return frame
     }
 
     private static func body(_ replica: RoomReplica) -> [UInt8] {

@@ -1,6 +1,7 @@
 import HummingbirdWebSocket
 import Logging
 import NIOCore
+import NIOWebSocket
 import TandemClient
 
 /// One browser tab's WebSocket: reads the page's frames (validated, paced by the
@@ -132,8 +133,10 @@ actor Tab {
                     for await frame in frames {
                         if let json = frame.json {
                             try await outbound.write(.text(json.text))
-                        } else if let (text, takenAt) = await tab.takeRoom() {
-                            try await outbound.write(.text(text))
+                        } else if let (frame, takenAt) = await tab.takeRoom() {
+                            // The room's frame as RoomFrames keeps it: every tab showing
+                            // this version with the same undo state writes the same buffer.
+                            try await outbound.write(.custom(WebSocketFrame(fin: true, opcode: .text, data: frame)))
                             metrics.updateToFrame.record(ContinuousClock.now - takenAt)
                         } else {
                             continue
@@ -353,7 +356,7 @@ actor Tab {
 
     /// The watched room's latest state, as a frame, for the socket to write now, with
     /// what the person can undo and redo in it as of now.
-    func takeRoom() async -> (String, ContinuousClock.Instant)? {
+    func takeRoom() async -> (ByteBuffer, ContinuousClock.Instant)? {
         guard let pending = pendingRoom else { return nil }
         pendingRoom = nil
         shownVersion = (pending.replica.epoch, pending.replica.version)

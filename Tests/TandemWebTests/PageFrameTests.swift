@@ -1,3 +1,4 @@
+import NIOCore
 import Testing
 import TandemClient
 import TandemCore
@@ -246,5 +247,40 @@ import TandemCore
         #expect(left["x"] == .null)
         #expect(left["y"] == .null)
         #expect(left["room"]?.stringValue == "q")
+    }
+}
+
+/// ``RoomFrames``: the bytes ``PageJSON/room(_:undo:)`` writes, the same buffer for every
+/// tab that shows a version with the same undo state, a new one for a new version.
+@Suite struct RoomFramesTests {
+    private func replica(version: Int64) -> RoomReplica {
+        var replica = RoomReplica(roomId: "q")
+        let sticker = Sticker(id: "s1", image: "star", frame: Frame(x: 1, y: 2, width: 3, height: 4), owner: nil,
+                              createdBy: "alice", updatedBy: "alice", updatedAt: 10)
+        _ = replica.snapshot(RoomSnapshot(roomId: "q", epoch: "e", version: version, updatedAt: 10, stickers: [sticker]))
+        return replica
+    }
+
+    private func text(_ frame: ByteBuffer) -> String { String(buffer: frame) }
+
+    @Test func eachUndoStateHasItsFrameSharedByTheTabsShowingIt() {
+        let frames = RoomFrames(metrics: WebMetrics())
+        let five = replica(version: 5)
+        for (canUndo, canRedo) in [(false, false), (true, false), (false, true), (true, true)] {
+            let frame = frames.frame(five, canUndo: canUndo, canRedo: canRedo)
+            guard case .object(var members) = PageJSON.roomBody(five) else { Issue.record("not an object"); return }
+            members.append(JSON.Member("canUndo", .bool(canUndo)))
+            members.append(JSON.Member("canRedo", .bool(canRedo)))
+            let expected = String(decoding: JSON.object(members).serialized(), as: UTF8.self)
+            #expect(text(frame) == expected)
+            // Another tab showing the same version with the same undo state: the same bytes,
+            // the same storage.
+            let again = frames.frame(five, canUndo: canUndo, canRedo: canRedo)
+            #expect(again == frame)
+            #expect(again.withUnsafeReadableBytes { $0.baseAddress } == frame.withUnsafeReadableBytes { $0.baseAddress })
+        }
+        let six = frames.frame(replica(version: 6), canUndo: false, canRedo: false)
+        #expect(text(six).contains(#""version":6"#))
+        #expect(text(six) != text(frames.frame(five, canUndo: false, canRedo: false)))
     }
 }
