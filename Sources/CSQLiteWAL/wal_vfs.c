@@ -52,16 +52,21 @@ enum {
 
 typedef struct WalFile WalFile;
 
+// What both wrappers begin with: the methods SQLite calls, and the default VFS's file
+// (just after the wrapper), to which whatever is not ours is passed on.
 typedef struct {
-    sqlite3_file base;      // pMethods: dbMethods
-    sqlite3_file *real;     // the default VFS's file, just after this struct
+    sqlite3_file base;
+    sqlite3_file *real;
+} Wrapped;
+
+typedef struct {
+    Wrapped wrapped;        // base.pMethods: dbMethods
     const char *name;       // as given to xOpen (SQLite keeps it until xClose)
     WalFile *wal;           // this connection's WAL file while it is open
 } DbFile;
 
 struct WalFile {
-    sqlite3_file base;      // pMethods: walMethods
-    sqlite3_file *real;     // the default VFS's file, just after this struct
+    Wrapped wrapped;        // base.pMethods: walMethods
     DbFile *db;             // the same connection's database file (NULL: not gathering)
     const char *name;       // as given to xOpen (SQLite keeps it until xClose)
     unsigned char *buffer;
@@ -82,9 +87,18 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 // characteristics are asked for (the next thing sqlite3WalOpen does, on this thread).
 static _Thread_local WalFile *opening;
 
+#define REAL(f) (((Wrapped *)(f))->real)
+
+// Passed on as they are, for both kinds of file.
+static int forwardLock(sqlite3_file *f, int level) { return REAL(f)->pMethods->xLock(REAL(f), level); }
+static int forwardUnlock(sqlite3_file *f, int level) { return REAL(f)->pMethods->xUnlock(REAL(f), level); }
+static int forwardCheckReservedLock(sqlite3_file *f, int *out) { return REAL(f)->pMethods->xCheckReservedLock(REAL(f), out); }
+static int forwardSectorSize(sqlite3_file *f) { return REAL(f)->pMethods->xSectorSize(REAL(f)); }
+static int forwardDeviceCharacteristics(sqlite3_file *f) { return REAL(f)->pMethods->xDeviceCharacteristics(REAL(f)); }
+
 static int writeThrough(WalFile *file, const void *data, int amount, sqlite3_int64 offset) {
     file->made += 1;
-    return file->real->pMethods->xWrite(file->real, data, amount, offset);
+    return REAL(file)->pMethods->xWrite(REAL(file), data, amount, offset);
 }
 
 static int flush(WalFile *file) {
@@ -117,7 +131,7 @@ static int walClose(sqlite3_file *f) {
     if (opening == file) opening = NULL;
     int rc = flush(file);
     stopGathering(file);
-    int closed = file->real->pMethods ? file->real->pMethods->xClose(file->real) : SQLITE_OK;
+    int closed = REAL(file)->pMethods ? REAL(file)->pMethods->xClose(REAL(file)) : SQLITE_OK;
     free(file->buffer);
     file->buffer = NULL;
     file->capacity = 0;
@@ -128,7 +142,7 @@ static int walRead(sqlite3_file *f, void *data, int amount, sqlite3_int64 offset
     WalFile *file = (WalFile *)f;
     int rc = flush(file);
     if (rc != SQLITE_OK) return rc;
-    return file->real->pMethods->xRead(file->real, data, amount, offset);
+    return REAL(file)->pMethods->xRead(REAL(file), data, amount, offset);
 }
 
 static int walWrite(sqlite3_file *f, const void *data, int amount, sqlite3_int64 offset) {
@@ -181,86 +195,55 @@ static int walTruncate(sqlite3_file *f, sqlite3_int64 size) {
     int rc = flush(file);
     if (rc != SQLITE_OK) return rc;
     if (size < file->end) file->end = size;
-    return file->real->pMethods->xTruncate(file->real, size);
+    return REAL(file)->pMethods->xTruncate(REAL(file), size);
 }
 
 static int walSync(sqlite3_file *f, int flags) {
     WalFile *file = (WalFile *)f;
     int rc = flush(file);
     if (rc != SQLITE_OK) return rc;
-    return file->real->pMethods->xSync(file->real, flags);
+    return REAL(file)->pMethods->xSync(REAL(file), flags);
 }
 
 static int walFileSize(sqlite3_file *f, sqlite3_int64 *size) {
     WalFile *file = (WalFile *)f;
     int rc = flush(file);
     if (rc != SQLITE_OK) return rc;
-    return file->real->pMethods->xFileSize(file->real, size);
-}
-
-static int walLock(sqlite3_file *f, int level) {
-    WalFile *file = (WalFile *)f;
-    return file->real->pMethods->xLock(file->real, level);
-}
-
-static int walUnlock(sqlite3_file *f, int level) {
-    WalFile *file = (WalFile *)f;
-    return file->real->pMethods->xUnlock(file->real, level);
-}
-
-static int walCheckReservedLock(sqlite3_file *f, int *out) {
-    WalFile *file = (WalFile *)f;
-    return file->real->pMethods->xCheckReservedLock(file->real, out);
+    return REAL(file)->pMethods->xFileSize(REAL(file), size);
 }
 
 static int walFileControl(sqlite3_file *f, int op, void *arg) {
     WalFile *file = (WalFile *)f;
     int rc = flush(file);
     if (rc != SQLITE_OK) return rc;
-    return file->real->pMethods->xFileControl(file->real, op, arg);
-}
-
-static int walSectorSize(sqlite3_file *f) {
-    WalFile *file = (WalFile *)f;
-    return file->real->pMethods->xSectorSize(file->real);
-}
-
-static int walDeviceCharacteristics(sqlite3_file *f) {
-    WalFile *file = (WalFile *)f;
-    return file->real->pMethods->xDeviceCharacteristics(file->real);
+    return REAL(file)->pMethods->xFileControl(REAL(file), op, arg);
 }
 
 // Version 1: SQLite maps shared memory and pages only through the database's file.
 static const sqlite3_io_methods walMethods = {
     .iVersion = 1, .xClose = walClose, .xRead = walRead, .xWrite = walWrite, .xTruncate = walTruncate,
-    .xSync = walSync, .xFileSize = walFileSize, .xLock = walLock, .xUnlock = walUnlock,
-    .xCheckReservedLock = walCheckReservedLock, .xFileControl = walFileControl,
-    .xSectorSize = walSectorSize, .xDeviceCharacteristics = walDeviceCharacteristics,
+    .xSync = walSync, .xFileSize = walFileSize, .xLock = forwardLock, .xUnlock = forwardUnlock,
+    .xCheckReservedLock = forwardCheckReservedLock, .xFileControl = walFileControl,
+    .xSectorSize = forwardSectorSize, .xDeviceCharacteristics = forwardDeviceCharacteristics,
 };
 
 // MARK: The database file: the default VFS's, and the end of each write transaction
 
-#define REAL(f) (((DbFile *)(f))->real)
-
 static int dbClose(sqlite3_file *f) {
     DbFile *file = (DbFile *)f;
     if (file->wal) stopGathering(file->wal);
-    return file->real->pMethods ? file->real->pMethods->xClose(file->real) : SQLITE_OK;
+    return REAL(file)->pMethods ? REAL(file)->pMethods->xClose(REAL(file)) : SQLITE_OK;
 }
 static int dbRead(sqlite3_file *f, void *d, int n, sqlite3_int64 o) { return REAL(f)->pMethods->xRead(REAL(f), d, n, o); }
 static int dbWrite(sqlite3_file *f, const void *d, int n, sqlite3_int64 o) { return REAL(f)->pMethods->xWrite(REAL(f), d, n, o); }
 static int dbTruncate(sqlite3_file *f, sqlite3_int64 size) { return REAL(f)->pMethods->xTruncate(REAL(f), size); }
 static int dbSync(sqlite3_file *f, int flags) { return REAL(f)->pMethods->xSync(REAL(f), flags); }
 static int dbFileSize(sqlite3_file *f, sqlite3_int64 *size) { return REAL(f)->pMethods->xFileSize(REAL(f), size); }
-static int dbLock(sqlite3_file *f, int level) { return REAL(f)->pMethods->xLock(REAL(f), level); }
-static int dbUnlock(sqlite3_file *f, int level) { return REAL(f)->pMethods->xUnlock(REAL(f), level); }
-static int dbCheckReservedLock(sqlite3_file *f, int *out) { return REAL(f)->pMethods->xCheckReservedLock(REAL(f), out); }
 static int dbFileControl(sqlite3_file *f, int op, void *arg) { return REAL(f)->pMethods->xFileControl(REAL(f), op, arg); }
-static int dbSectorSize(sqlite3_file *f) { return REAL(f)->pMethods->xSectorSize(REAL(f)); }
 static int namesWal(const char *db, const char *wal);
 static int dbDeviceCharacteristics(sqlite3_file *f) {
     DbFile *file = (DbFile *)f;
-    int characteristics = file->real->pMethods->xDeviceCharacteristics(file->real);
+    int characteristics = REAL(file)->pMethods->xDeviceCharacteristics(REAL(file));
     WalFile *wal = opening;
     opening = NULL;
     if (wal && !file->wal && namesWal(file->name, wal->name) && (characteristics & SQLITE_IOCAP_POWERSAFE_OVERWRITE)) {
@@ -277,7 +260,7 @@ static int dbShmLock(sqlite3_file *f, int offset, int n, int flags) {
     if (file->wal && offset == WAL_WRITE_LOCK && n == 1 && flags == (SQLITE_SHM_UNLOCK | SQLITE_SHM_EXCLUSIVE)) {
         drop(file->wal);
     }
-    return file->real->pMethods->xShmLock(file->real, offset, n, flags);
+    return REAL(file)->pMethods->xShmLock(REAL(file), offset, n, flags);
 }
 static void dbShmBarrier(sqlite3_file *f) { REAL(f)->pMethods->xShmBarrier(REAL(f)); }
 static int dbShmUnmap(sqlite3_file *f, int deleteFlag) { return REAL(f)->pMethods->xShmUnmap(REAL(f), deleteFlag); }
@@ -285,16 +268,16 @@ static int dbFetch(sqlite3_file *f, sqlite3_int64 o, int n, void **out) { return
 static int dbUnfetch(sqlite3_file *f, sqlite3_int64 o, void *p) { return REAL(f)->pMethods->xUnfetch(REAL(f), o, p); }
 
 static const sqlite3_io_methods dbMethods = {
-    3, dbClose, dbRead, dbWrite, dbTruncate, dbSync, dbFileSize, dbLock, dbUnlock, dbCheckReservedLock,
-    dbFileControl, dbSectorSize, dbDeviceCharacteristics, dbShmMap, dbShmLock, dbShmBarrier, dbShmUnmap,
+    3, dbClose, dbRead, dbWrite, dbTruncate, dbSync, dbFileSize, forwardLock, forwardUnlock, forwardCheckReservedLock,
+    dbFileControl, forwardSectorSize, dbDeviceCharacteristics, dbShmMap, dbShmLock, dbShmBarrier, dbShmUnmap,
     dbFetch, dbUnfetch,
 };
 // For a default VFS whose files have no shared memory (then SQLite runs no WAL on them).
 static const sqlite3_io_methods dbMethodsWithoutShm = {
     .iVersion = 1, .xClose = dbClose, .xRead = dbRead, .xWrite = dbWrite, .xTruncate = dbTruncate,
-    .xSync = dbSync, .xFileSize = dbFileSize, .xLock = dbLock, .xUnlock = dbUnlock,
-    .xCheckReservedLock = dbCheckReservedLock, .xFileControl = dbFileControl,
-    .xSectorSize = dbSectorSize, .xDeviceCharacteristics = dbDeviceCharacteristics,
+    .xSync = dbSync, .xFileSize = dbFileSize, .xLock = forwardLock, .xUnlock = forwardUnlock,
+    .xCheckReservedLock = forwardCheckReservedLock, .xFileControl = dbFileControl,
+    .xSectorSize = forwardSectorSize, .xDeviceCharacteristics = dbDeviceCharacteristics,
 };
 
 // MARK: The VFS
@@ -311,23 +294,23 @@ static int vfsOpen(sqlite3_vfs *vfs, const char *name, sqlite3_file *f, int flag
     if (flags & SQLITE_OPEN_MAIN_DB) {
         DbFile *file = (DbFile *)f;
         memset(file, 0, sizeof(DbFile));
-        file->real = (sqlite3_file *)(file + 1);
+        file->wrapped.real = (sqlite3_file *)(file + 1);
         file->name = name;
-        int rc = realVfs->xOpen(realVfs, name, file->real, flags, outFlags);
+        int rc = realVfs->xOpen(realVfs, name, REAL(file), flags, outFlags);
         // SQLite calls xClose exactly when pMethods is set, failed open or not.
-        const sqlite3_io_methods *real = file->real->pMethods;
-        file->base.pMethods = !real ? NULL : real->iVersion >= 3 ? &dbMethods : &dbMethodsWithoutShm;
+        const sqlite3_io_methods *real = REAL(file)->pMethods;
+        file->wrapped.base.pMethods = !real ? NULL : real->iVersion >= 3 ? &dbMethods : &dbMethodsWithoutShm;
         return rc;
     }
     if (!(flags & SQLITE_OPEN_WAL)) return realVfs->xOpen(realVfs, name, f, flags, outFlags);
     WalFile *file = (WalFile *)f;
     memset(file, 0, sizeof(WalFile));
-    file->real = (sqlite3_file *)(file + 1);
+    file->wrapped.real = (sqlite3_file *)(file + 1);
     file->name = name;
     opening = NULL;
-    int rc = realVfs->xOpen(realVfs, name, file->real, flags, outFlags);
-    file->base.pMethods = file->real->pMethods ? &walMethods : NULL;
-    if (rc == SQLITE_OK && file->real->pMethods) opening = file;
+    int rc = realVfs->xOpen(realVfs, name, REAL(file), flags, outFlags);
+    file->wrapped.base.pMethods = REAL(file)->pMethods ? &walMethods : NULL;
+    if (rc == SQLITE_OK && REAL(file)->pMethods) opening = file;
     return rc;
 }
 

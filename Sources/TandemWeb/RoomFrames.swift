@@ -42,15 +42,14 @@ final class RoomFrames: Sendable {
         }
         let version = Version(epoch: epoch, version: replica.version)
         let variant = Self.variant(canUndo: canUndo, canRedo: canRedo)
-        let shared: ByteBuffer?? = latest.withLock { latest in
-            guard var held = latest[replica.roomId], held.version == version else { return nil }
-            if let frame = held.frames[variant] { return .some(frame) }
+        let shared: ByteBuffer? = latest.withLock { latest in
+            guard let held = latest[replica.roomId], held.version == version else { return nil }
+            if let frame = held.frames[variant] { return frame }
             let frame = Self.frame(held.body, canUndo: canUndo, canRedo: canRedo)
-            held.frames[variant] = frame
-            latest[replica.roomId] = held
-            return .some(frame)
+            latest[replica.roomId]?.frames[variant] = frame
+            return frame
         }
-        if let shared, let frame = shared {
+        if let frame = shared {
             metrics.roomFramesShared.increment()
             return frame
         }
