@@ -9,6 +9,10 @@ struct Broadcast<Value: Sendable>: Sendable {
     private var listeners: [AsyncStream<Value>.Continuation] = []
     private var handlers: [Handler] = []
     private let buffering: AsyncStream<Value>.Continuation.BufferingPolicy
+    /// Whether ``current`` is kept: not where every new listener is given what it starts
+    /// from (`first`), and a value kept would only hold storage that its owner goes on
+    /// to change (a copy of a room's replica in every update).
+    private let keepsLatest: Bool
     private(set) var current: Value?
 
     private struct Handler: Sendable {
@@ -19,8 +23,11 @@ struct Broadcast<Value: Sendable>: Sendable {
     /// - Parameter buffering: what a listener that falls behind keeps. The latest state
     ///   of something can drop what it no longer needs (the default); a stream whose
     ///   every element says something (a receipt, a change) must not.
-    init(buffering: AsyncStream<Value>.Continuation.BufferingPolicy = .bufferingNewest(64)) {
+    ///   `keepsLatest`: whether the latest value is kept for listeners that come later
+    ///   (``current``).
+    init(buffering: AsyncStream<Value>.Continuation.BufferingPolicy = .bufferingNewest(64), keepsLatest: Bool = true) {
         self.buffering = buffering
+        self.keepsLatest = keepsLatest
     }
 
     /// A new listener's stream, starting with `first` (nil: the latest value, if any).
@@ -43,11 +50,24 @@ struct Broadcast<Value: Sendable>: Sendable {
     }
 
     mutating func send(_ value: Value) {
-        current = value
+        if keepsLatest { current = value }
         for continuation in listeners { continuation.yield(value) }
         guard !handlers.isEmpty else { return }
         handlers.removeAll { $0.listening.isStopped }
         for handler in handlers { handler.deliver(value) }
+    }
+
+    /// Lets go of the latest value for a moment, while the owner changes in place the
+    /// value it was a copy of (which would otherwise be copied whole: the two share their
+    /// storage); ``keep(_:)`` gives it the new one. Returns whether there was one.
+    mutating func forgetCurrent() -> Bool {
+        defer { current = nil }
+        return current != nil
+    }
+
+    /// The latest value from now on, told to nobody (it was, or is about to be, sent).
+    mutating func keep(_ value: Value) {
+        if keepsLatest { current = value }
     }
 
     /// Ends every listener's stream, and calls no listener any more.

@@ -29,7 +29,8 @@ extension TandemClient {
 
     func followAllConversations() async throws {
         if allConversations == nil {
-            allConversations = Broadcast(buffering: .unbounded)
+            // Every new listener starts from the conversations held: no latest one kept.
+            allConversations = Broadcast(buffering: .unbounded, keepsLatest: false)
             try await follow([topics.conversations(user: user), topics.allConversationChanges(user: user)]) {
                 $0.receive(conversation: $1)
             }
@@ -89,7 +90,7 @@ extension TandemClient {
     private func receive(conversationSnapshot message: TransportMessage) {
         guard let snapshot = read("conversation snapshot", message, ConversationSnapshot.decode), snapshot.user == user else { return }
         watch(peer: snapshot.peer)
-        let taken = conversations[snapshot.peer]!.replica.snapshot(snapshot)
+        let taken = conversations[snapshot.peer]!.change { $0.snapshot(snapshot) }
         changed(peer: snapshot.peer, taken)
         // A retained snapshot may be up to a pacing interval behind the conversation (10 s:
         // a change at most 10 s after the snapshot went out, told live before this client
@@ -111,7 +112,7 @@ extension TandemClient {
         watch(peer: changes.peer)
         // Changes do not carry the coordinator's updatedAt: this clock stands for it
         // until the next snapshot.
-        let outcome = conversations[changes.peer]!.replica.apply(changes, now: WallClock.now())
+        let outcome = conversations[changes.peer]!.change { $0.apply(changes, now: WallClock.now()) }
         let held = conversations[changes.peer]!.replica
         if outcome == .gap, held.epoch == nil || held.version < changes.fromVersion || held.epoch != changes.epoch {
             conversations[changes.peer]!.behindUntil = max(conversations[changes.peer]!.behindUntil ?? 0, changes.toVersion)
@@ -147,10 +148,10 @@ extension TandemClient {
             var taken = false
             if let whole = response["snapshot"] {
                 if let snapshot = try? ConversationSnapshot(json: whole), snapshot.user == user, snapshot.peer == peer {
-                    taken = conversations[peer]!.replica.snapshot(snapshot)
+                    taken = conversations[peer]!.change { $0.snapshot(snapshot) }
                 }
             } else if let changes = try? ConversationChanges(json: response) {
-                taken = conversations[peer]!.replica.apply(changes, now: WallClock.now()) == .applied
+                taken = conversations[peer]!.change { $0.apply(changes, now: WallClock.now()) } == .applied
             }
             changed(peer: peer, taken)
             guard let target = conversations[peer]?.behindUntil, conversations[peer]!.replica.version < target else { return }

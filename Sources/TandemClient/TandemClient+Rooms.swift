@@ -77,7 +77,7 @@ extension TandemClient {
         }) else { return }
         roomSnapshotsRead += 1
         let epochBefore = rooms[id]!.replica.epoch
-        let applied = rooms[id]!.replica.snapshot(snapshot)
+        let applied = rooms[id]!.change { $0.snapshot(snapshot) }
         if let wanted = rooms[id]!.snapshotWanted {
             // Reached; or the room went on to an epoch neither held nor wanted.
             let reached = wanted.epoch == snapshot.epoch && snapshot.version >= wanted.version
@@ -105,7 +105,7 @@ extension TandemClient {
                 change.type == .expire && held.first(where: { $0.id == change.stickerId })?.owner == user
             }
         }
-        let applied = watch.replica.changes(changes)
+        let applied = watch.change { $0.changes(changes) }
         if applied { followedOn(id) } else { askSnapshot(of: id, after: changes) }
         // The room went back to another version: this user's undo and redo were about a
         // room that is no more.
@@ -286,7 +286,7 @@ extension TandemClient {
                 undoHistories[room, default: UndoHistory()].sent(event, shown: rooms[room]!.replica.visibleSticker(event.stickerId))
             }
             if event.type == .restore { pendingRestores.insert(event.eventId) }
-            let predicted = rooms[room]!.replica.applyLocal(event, as: user)
+            let predicted = rooms[room]!.change { $0.applyLocal(event, as: user) }
             if let predicted {
                 logger.info("\(event.type.rawValue) \(event.stickerId) will likely be rejected: \(predicted)")
             }

@@ -91,7 +91,7 @@ extension TandemClient {
             if let room = roomOfEdit.removeValue(forKey: receipt.id) {
                 editSettled(receipt.id, in: room, accepted: receipt.status != .rejected)
                 if rooms[room] != nil {
-                    rooms[room]!.replica.receipt(receipt)
+                    rooms[room]!.change { $0.receipt(receipt) }
                     changed(room: room, .receipt(receipt, outgoing))
                 }
             }

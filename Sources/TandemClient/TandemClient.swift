@@ -149,9 +149,12 @@ public actor TandemClient {
     /// A class: reading a room's replica or flags out of ``rooms`` copies a reference,
     /// not the replica, two broadcasts and the flags (every change read did, twice).
     final class RoomWatch {
-        var replica: RoomReplica
+        /// Changed only through ``change(_:)``.
+        private(set) var replica: RoomReplica
         var replicas = Broadcast<RoomReplica>()
-        var updates = Broadcast<RoomUpdate>(buffering: .unbounded)
+        /// Every new listener starts from the room as held (``initialUpdate(of:)``): no
+        /// latest update kept.
+        var updates = Broadcast<RoomUpdate>(buffering: .unbounded, keepsLatest: false)
         /// The snapshot topic is paused at the broker (as far as this client knows: after
         /// a drop, the reconnect subscribes it again).
         var snapshotsPaused = false
@@ -175,6 +178,19 @@ public actor TandemClient {
         init(replica: RoomReplica) {
             self.replica = replica
         }
+
+        /// Changes the replica in place. The latest replica that ``replicas`` keeps for
+        /// listeners that come later shares its storage, and a change made to shared
+        /// storage copies it whole, every sticker: a change to a room of a thousand
+        /// stickers would copy a thousand, for each client that holds the room (in
+        /// tandem-web, each member signed in). It is let go while the change is made and
+        /// kept again after, changed or not; what the change sends on (``changed(room:_:expiredLocks:replicaChanged:)``)
+        /// shares the storage until the next change, which finds it let go in turn.
+        func change<Result>(_ body: (inout RoomReplica) -> Result) -> Result {
+            let kept = replicas.forgetCurrent()
+            defer { if kept { replicas.keep(replica) } }
+            return body(&replica)
+        }
     }
 
     /// How long a room whose snapshots are paused may go without a change before its
@@ -191,12 +207,26 @@ public actor TandemClient {
     }
 
     struct ConversationWatch {
-        var replica: ConversationReplica
+        /// Changed only through ``change(_:)``.
+        private(set) var replica: ConversationReplica
         var replicas = Broadcast<ConversationReplica>()
         /// Set when changes left a gap: the version the view must reach to be current.
         var behindUntil: Int64?
         /// A `dmChanges` request for this conversation is on its way.
         var catchingUp = false
+
+        init(replica: ConversationReplica) {
+            self.replica = replica
+        }
+
+        /// Changes the replica in place, as ``RoomWatch/change(_:)`` a room's: the latest
+        /// replica kept for later listeners is let go meanwhile, so that a new message is
+        /// not a copy of every message before it.
+        mutating func change<Result>(_ body: (inout ConversationReplica) -> Result) -> Result {
+            let kept = replicas.forgetCurrent()
+            defer { if kept { replicas.keep(replica) } }
+            return body(&replica)
+        }
     }
 
     /// A query waiting for its response, or a response that came before anyone waited.

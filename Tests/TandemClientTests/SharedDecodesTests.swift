@@ -26,6 +26,31 @@ import TandemCore
         #expect(shared.decoded == 3)
     }
 
+    @Test func aReaderBehindFindsTheMessageBeforeTheNewest() throws {
+        let shared = SharedDecodes()
+        _ = try shared.roomSnapshot(Self.snapshot(7))
+        _ = try shared.roomSnapshot(Self.snapshot(8))
+        // A client that is one message behind the others reads 7 after 8 was kept.
+        #expect(try shared.roomSnapshot(Self.snapshot(7)).version == 7)
+        #expect(shared.decoded == 2)
+        // Only the last few are kept: 7 is decoded again once four newer ones came.
+        for version in 9...11 { _ = try shared.roomSnapshot(Self.snapshot(Int64(version))) }
+        _ = try shared.roomSnapshot(Self.snapshot(7))
+        #expect(shared.decoded == 6)
+    }
+
+    @Test func readersAtTheSameMomentDecodeOnce() async throws {
+        let shared = SharedDecodes()
+        // As a room's members' clients on several threads, each with its own bytes.
+        let copies = (0..<64).map { _ in Self.snapshot(3) }
+        let versions = await withTaskGroup(of: Int64?.self) { group in
+            for copy in copies { group.addTask { try? shared.roomSnapshot(copy).version } }
+            return await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(versions.count == 64 && versions.allSatisfy { $0 == 3 })
+        #expect(shared.decoded == 1)
+    }
+
     @Test func badBytesAreRefusedAndNotKept() {
         let shared = SharedDecodes()
         let bad = TransportMessage(topic: Topics().roomState(room: "r1"), payload: Array("{\"roomId\":".utf8))
