@@ -38,7 +38,7 @@ extension TandemClient {
             // then goes quiet: the broker withholds it).
             try await followMemberships()
             let state = topics.roomState(room: id)
-            if roomsSubscribed.contains(id), let transport = transport as? any DeliveringTransport {
+            if roomsSubscribed.contains(id), let transport = delivering {
                 // Watched before: the subscription is there, its snapshots perhaps paused;
                 // subscribed again, the broker sends the retained one. (Another transport
                 // subscribes anew, as before.)
@@ -119,7 +119,7 @@ extension TandemClient {
         let watch = rooms[id]!
         let now = ContinuousClock.now
         defer { watch.lastChangeAt = now }
-        guard let transport = transport as? any DeliveringTransport, !watch.snapshotsPaused, watch.snapshotWanted == nil,
+        guard let transport = delivering, !watch.snapshotsPaused, watch.snapshotWanted == nil,
               let last = watch.lastChangeAt, now - last < Self.roomQuietAfter else { return }
         watch.snapshotsPaused = true
         transport.pauseSubscription(topics.roomState(room: id))
@@ -129,7 +129,7 @@ extension TandemClient {
     /// Rooms whose snapshots are paused and that had no change for ``roomQuietAfter``:
     /// the retained snapshot again (``RoomWatch``). On the resend clock's tick.
     func resumeQuietRooms() {
-        guard let transport = transport as? any DeliveringTransport else { return }
+        guard let transport = delivering else { return }
         let now = ContinuousClock.now
         for (id, watch) in rooms {
             if watch.snapshotsPaused {
@@ -156,7 +156,7 @@ extension TandemClient {
     /// nothing.
     private func askSnapshot(of id: String, after changes: RoomChanges) {
         let replica = rooms[id]!.replica
-        guard let transport = transport as? any DeliveringTransport, replica.epoch != nil, changes.roomId == id,
+        guard let transport = delivering, replica.epoch != nil, changes.roomId == id,
               changes.epoch != replica.epoch || changes.fromVersion > replica.version else { return }
         if let wanted = rooms[id]!.snapshotWanted, wanted.epoch == changes.epoch {
             // Already asked: the topic is subscribed until a snapshot gets this far.

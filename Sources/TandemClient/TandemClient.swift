@@ -39,6 +39,9 @@ public actor TandemClient {
     public nonisolated let flightInterval: Millis
 
     nonisolated let transport: any TandemTransport
+    /// The transport, when it delivers to closures (``DeliveringTransport``): asked once,
+    /// not with a dynamic cast for every change that arrives.
+    nonisolated let delivering: (any DeliveringTransport)?
     let logger: Logger
     var ids: IdentifierGenerator
     /// What was sent and waits for its receipt.
@@ -254,6 +257,7 @@ public actor TandemClient {
     ) {
         self.sharedDecodes = sharedDecodes
         self.transport = transport
+        delivering = transport as? any DeliveringTransport
         self.user = user
         self.clientId = clientId
         self.topics = topics
@@ -315,7 +319,7 @@ public actor TandemClient {
             client.receive(receiptMessage: message)
         }
         let inbox = inbox
-        if let transport = transport as? any DeliveringTransport {
+        if let transport = delivering {
             transport.followEvents { inbox.put(.event($0)) }
         } else {
             let events = transport.events
@@ -386,7 +390,7 @@ public actor TandemClient {
         // retained snapshot is already on its way (this edge comes after the SUBACKs):
         // the rooms that were paused are paused again, on this connection. (A pause
         // sent on it before this edge was taken is sent once more: harmless.)
-        if let transport = transport as? any DeliveringTransport {
+        if let transport = delivering {
             for (id, watch) in rooms where watch.snapshotsPaused { transport.pauseSubscription(topics.roomState(room: id)) }
         }
         connectionListeners.send(.restored)
@@ -484,7 +488,7 @@ public actor TandemClient {
     /// the client closes, through the inbox.
     func follow(_ filters: [String], _ receive: @escaping @Sendable (isolated TandemClient, TransportMessage) -> Void) async throws {
         let inbox = inbox
-        if let transport = transport as? any DeliveringTransport {
+        if let transport = delivering {
             try await transport.subscribe(filters) { message in inbox.put(.message(message, receive)) }
             return
         }

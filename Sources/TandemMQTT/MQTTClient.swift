@@ -282,6 +282,12 @@ final class ClientCore: @unchecked Sendable {
         /// A wildcard filter's UTF-8, matched as it is against each topic.
         private var wildcards: [(filter: [UInt8], id: UInt64)] = []
         private var targets: [UInt64: SubscriptionEntry.Target] = [:]
+        /// Where each topic seen so far went: most come again and again (a room's
+        /// changes, the person's receipts), and matching one against every wildcard
+        /// filter, then gathering its targets, was most of the routing's cost. Made anew
+        /// with the routes (any change of the subscriptions); emptied past ``seenLimit``.
+        private var seen: [String: [SubscriptionEntry.Target]] = [:]
+        static let seenLimit = 1_024
 
         init(_ subscriptions: [UInt64: SubscriptionEntry]) {
             for (id, entry) in subscriptions {
@@ -297,7 +303,15 @@ final class ClientCore: @unchecked Sendable {
         }
 
         /// The targets of the subscriptions `topic` matches, each once.
-        func targets(for topic: String) -> [SubscriptionEntry.Target] {
+        mutating func targets(for topic: String) -> [SubscriptionEntry.Target] {
+            if let known = seen[topic] { return known }
+            let found = match(topic)
+            if seen.count >= Self.seenLimit { seen.removeAll(keepingCapacity: true) }
+            seen[topic] = found
+            return found
+        }
+
+        private func match(_ topic: String) -> [SubscriptionEntry.Target] {
             var ids = exact[topic] ?? []
             if !wildcards.isEmpty {
                 var topic = topic
