@@ -36,19 +36,27 @@ enum PageJSON {
 
     /// The part of a `room` frame that is the room's (all but `canUndo` and `canRedo`,
     /// which are the person's): the same for every page that shows the room at a version
-    /// without edits of its own pending.
+    /// without edits of its own pending. Its last member is `stickers`, each
+    /// ``sticker(_:)`` (``RoomFrames`` writes them from the text it keeps of each).
     static func roomBody(_ replica: RoomReplica) -> JSON {
-        .obj([
-            "type": "room",
-            "room": .string(replica.roomId),
-            "known": .bool(replica.epoch != nil),
-            "version": .int(replica.version),
-            "owner": JSON(replica.owner),
-            "members": .array(replica.members.map { .obj(["userId": .string($0.userId), "role": .string($0.role.rawValue)]) }),
-            "stickers": .array(replica.visibleStickers.map { sticker in
-                .obj(["id": .string(sticker.id), "image": .string(sticker.image), "frame": sticker.frame.json(), "owner": JSON(sticker.owner)])
-            }),
-        ])
+        .object(roomHead(replica) + [JSON.Member("stickers", .array(replica.visibleStickers.map(sticker)))])
+    }
+
+    /// ``roomBody(_:)``'s members before `stickers`.
+    static func roomHead(_ replica: RoomReplica) -> [JSON.Member] {
+        [
+            JSON.Member("type", "room"),
+            JSON.Member("room", .string(replica.roomId)),
+            JSON.Member("known", .bool(replica.epoch != nil)),
+            JSON.Member("version", .int(replica.version)),
+            JSON.Member("owner", JSON(replica.owner)),
+            JSON.Member("members", .array(replica.members.map { .obj(["userId": .string($0.userId), "role": .string($0.role.rawValue)]) })),
+        ]
+    }
+
+    /// A sticker as a `room` frame shows it.
+    static func sticker(_ sticker: Sticker) -> JSON {
+        .obj(["id": .string(sticker.id), "image": .string(sticker.image), "frame": sticker.frame.json(), "owner": JSON(sticker.owner)])
     }
 
     /// What became of an `undo` or `redo` frame: `status` is the receipt's (`accepted`,

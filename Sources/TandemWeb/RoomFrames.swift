@@ -12,7 +12,11 @@ import TandemCore
 /// session's alone: written for it, and not kept.
 ///
 /// Keeps the latest version of each room shown since the process started (a room's
-/// text is about a kilobyte, its frames four times that at most).
+/// text is about a kilobyte, its frames four times that at most), and the text of each of
+/// its stickers as last written: a version where one sticker moved, and a frame made for
+/// one session's pending edits, write the other stickers' text again instead of encoding
+/// them (a photo of a hundred stickers was encoded whole twice an update: the shared
+/// version and the sender's own).
 final class RoomFrames: Sendable {
     struct Version: Equatable {
         var epoch: String
@@ -27,7 +31,28 @@ final class RoomFrames: Sendable {
     }
 
     private let latest = Mutex<[String: Latest]>([:])
+    /// By room, by sticker id: the sticker's text in a room frame (``PageJSON/sticker(_:)``)
+    /// and what it was made from.
+    private let fragments = Mutex<[String: [String: Fragment]]>([:])
     let metrics: WebMetrics
+
+    /// What a sticker's text in a room frame says.
+    private struct Look: Equatable {
+        var image: String
+        var frame: Frame
+        var owner: String?
+
+        init(_ sticker: Sticker) {
+            image = sticker.image
+            frame = sticker.frame
+            owner = sticker.owner
+        }
+    }
+
+    private struct Fragment {
+        var look: Look
+        var text: [UInt8]
+    }
 
     init(metrics: WebMetrics) {
         self.metrics = metrics
@@ -38,7 +63,7 @@ final class RoomFrames: Sendable {
     func frame(_ replica: RoomReplica, canUndo: Bool, canRedo: Bool) -> ByteBuffer {
         guard let epoch = replica.epoch, replica.pendingEventIds.isEmpty else {
             metrics.roomFramesWritten.increment()
-            return Self.frame(Self.body(replica), canUndo: canUndo, canRedo: canRedo)
+            return Self.frame(body(replica), canUndo: canUndo, canRedo: canRedo)
         }
         let version = Version(epoch: epoch, version: replica.version)
         let variant = Self.variant(canUndo: canUndo, canRedo: canRedo)
@@ -53,7 +78,7 @@ final class RoomFrames: Sendable {
             metrics.roomFramesShared.increment()
             return frame
         }
-        let body = Self.body(replica)
+        let body = body(replica)
         let frame = Self.frame(body, canUndo: canUndo, canRedo: canRedo)
         latest.withLock { latest in
             // Never back to an older version (a late writer of the one before).
@@ -83,10 +108,44 @@ final class RoomFrames: Sendable {
         return frame
     }
 
-    private static func body(_ replica: RoomReplica) -> [UInt8] {
+    /// ``PageJSON/roomBody(_:)``'s text, each sticker's written from ``fragments`` when
+    /// it looks as it did then, encoded (and kept) when not.
+    func body(_ replica: RoomReplica) -> [UInt8] {
+        let stickers = replica.visibleStickers
+        let known = fragments.withLock { $0[replica.roomId] } ?? [:]
+        var fresh: [(String, Fragment)] = []
         var out: [UInt8] = []
-        out.reserveCapacity(256 + 160 * replica.confirmedStickers.count)
-        PageJSON.roomBody(replica).write(into: &out)
+        out.reserveCapacity(256 + 160 * stickers.count)
+        // The head as an object of its own, its closing brace giving way to the stickers.
+        JSON.object(PageJSON.roomHead(replica)).write(into: &out)
+        out.removeLast()
+        out.append(contentsOf: #","stickers":["#.utf8)
+        for (index, sticker) in stickers.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            let look = Look(sticker)
+            if let kept = known[sticker.id], kept.look == look {
+                out.append(contentsOf: kept.text)
+                continue
+            }
+            var text: [UInt8] = []
+            PageJSON.sticker(sticker).write(into: &text)
+            out.append(contentsOf: text)
+            fresh.append((sticker.id, Fragment(look: look, text: text)))
+        }
+        out.append(contentsOf: "]}".utf8)
+        // Stickers gone from the room are dropped once they are as many as those in it.
+        let prune = known.count > 2 * stickers.count + 16
+        if !fresh.isEmpty || prune {
+            fragments.withLock { all in
+                var table = all.removeValue(forKey: replica.roomId) ?? [:]
+                for (id, fragment) in fresh { table[id] = fragment }
+                if prune {
+                    let ids = Set(stickers.map(\.id))
+                    table = table.filter { ids.contains($0.key) }
+                }
+                all[replica.roomId] = table
+            }
+        }
         return out
     }
 }

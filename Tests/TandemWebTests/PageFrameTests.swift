@@ -283,4 +283,50 @@ import TandemCore
         #expect(text(six).contains(#""version":6"#))
         #expect(text(six) != text(frames.frame(five, canUndo: false, canRedo: false)))
     }
+
+    /// A room's text written from the stickers' kept text is the text encoded whole, as
+    /// the room changes: stickers moved, taken, made, deleted, one session's edit laid
+    /// over, and stickers gone past the point where the kept ones are dropped.
+    @Test func aBodyFromKeptStickersIsTheBodyEncodedWhole() throws {
+        let frames = RoomFrames(metrics: WebMetrics())
+        var version: Int64 = 0
+        func sticker(_ id: String, x: Double) -> Sticker {
+            Sticker(id: id, image: "star", frame: Frame(x: x, y: 2, width: 3, height: 4), owner: nil,
+                    createdBy: "alice", updatedBy: "alice", updatedAt: 10)
+        }
+        var stickers = (0..<40).map { sticker("s\($0)", x: Double($0)) }
+        func check(_ replica: RoomReplica, _ what: String) {
+            let whole = PageJSON.roomBody(replica).serialized()
+            #expect(frames.body(replica) == whole, "\(what)")
+            // Twice: the second time every sticker from what the first kept.
+            #expect(frames.body(replica) == whole, "\(what), again")
+        }
+        func snapshot() -> RoomReplica {
+            version += 1
+            var replica = RoomReplica(roomId: "q")
+            _ = replica.snapshot(RoomSnapshot(roomId: "q", epoch: "e", version: version, updatedAt: 10, stickers: stickers))
+            return replica
+        }
+        check(snapshot(), "forty stickers")
+        stickers[7] = sticker("s7", x: 70)
+        check(snapshot(), "one moved")
+        stickers[8].owner = "bob"
+        check(snapshot(), "one taken")
+        stickers.append(sticker("new", x: 1))
+        stickers.remove(at: 0)
+        check(snapshot(), "one made, one deleted")
+        // One session's update laid over the sticker it holds (pending: not shared).
+        stickers[8].owner = "alice"
+        var mine = snapshot()
+        let predicted = mine.applyLocal(
+            EditEvent(eventId: "e1", type: .update, stickerId: stickers[8].id, timestamp: 20, frame: Frame(x: 99, y: 9, width: 3, height: 4)), as: "alice")
+        #expect(predicted == nil && mine.visibleSticker(stickers[8].id)?.frame.x == 99)
+        check(mine, "an edit of one session's own laid over")
+        check(snapshot(), "and the room as everyone sees it")
+        // Most stickers gone: the kept ones are dropped, and the text stays right.
+        stickers = Array(stickers.prefix(3))
+        check(snapshot(), "three left")
+        stickers = []
+        check(snapshot(), "none left")
+    }
 }
