@@ -13,10 +13,10 @@ import TandemCore
 ///
 /// Keeps the latest version of each room shown since the process started (a room's
 /// text is about a kilobyte, its frames four times that at most), and the text of each of
-/// its stickers as last written: a version where one sticker moved, and a frame made for
-/// one session's pending edits, write the other stickers' text again instead of encoding
-/// them (a photo of a hundred stickers was encoded whole twice an update: the shared
-/// version and the sender's own).
+/// its stickers as last written (of ``fragmentRooms`` rooms at most): a version where one
+/// sticker moved, and a frame made for one session's pending edits, write the other
+/// stickers' text again instead of encoding them (a photo of a hundred stickers was
+/// encoded whole twice an update: the shared version and the sender's own).
 final class RoomFrames: Sendable {
     struct Version: Equatable {
         var epoch: String
@@ -31,9 +31,11 @@ final class RoomFrames: Sendable {
     }
 
     private let latest = Mutex<[String: Latest]>([:])
-    /// By room, by sticker id: the sticker's text in a room frame (``PageJSON/sticker(_:)``)
-    /// and what it was made from.
-    private let fragments = Mutex<[String: [String: Fragment]]>([:])
+    /// By room: each sticker's text in the last room frame written (``PageJSON/sticker(_:)``),
+    /// in that frame's order, with what it was made from. Emptied, all at once, past
+    /// ``fragmentRooms`` rooms (a room's stickers are then encoded again once).
+    private let fragments = Mutex<[String: [Fragment]]>([:])
+    static let fragmentRooms = 10_000
     let metrics: WebMetrics
 
     /// What a sticker's text in a room frame says.
@@ -47,9 +49,17 @@ final class RoomFrames: Sendable {
             frame = sticker.frame
             owner = sticker.owner
         }
+
+        /// The same text: `image` compared byte for byte (String's `==` takes two
+        /// spellings of the same character as equal, and the frame must be the bytes
+        /// that ``PageJSON/sticker(_:)`` writes). Ids are ASCII.
+        static func == (a: Look, b: Look) -> Bool {
+            a.frame == b.frame && a.owner == b.owner && a.image.utf8.elementsEqual(b.image.utf8)
+        }
     }
 
     private struct Fragment {
+        var id: String
         var look: Look
         var text: [UInt8]
     }
@@ -63,7 +73,7 @@ final class RoomFrames: Sendable {
     func frame(_ replica: RoomReplica, canUndo: Bool, canRedo: Bool) -> ByteBuffer {
         guard let epoch = replica.epoch, replica.pendingEventIds.isEmpty else {
             metrics.roomFramesWritten.increment()
-            return Self.frame(body(replica), canUndo: canUndo, canRedo: canRedo)
+            return Self.frame(body(replica, keeping: false), canUndo: canUndo, canRedo: canRedo)
         }
         let version = Version(epoch: epoch, version: replica.version)
         let variant = Self.variant(canUndo: canUndo, canRedo: canRedo)
@@ -109,41 +119,51 @@ final class RoomFrames: Sendable {
     }
 
     /// ``PageJSON/roomBody(_:)``'s text, each sticker's written from ``fragments`` when
-    /// it looks as it did then, encoded (and kept) when not.
-    func body(_ replica: RoomReplica) -> [UInt8] {
+    /// it looks as it did then, encoded when not. A room's stickers keep their order
+    /// from one version to the next, so each is first looked for where it was (a sticker
+    /// added or deleted shifts the rest: then by id). `keeping`: what was written is kept
+    /// for the next (not for a frame of one session's pending edits, which the room's
+    /// next version does not show).
+    func body(_ replica: RoomReplica, keeping: Bool = true) -> [UInt8] {
         let stickers = replica.visibleStickers
-        let known = fragments.withLock { $0[replica.roomId] } ?? [:]
-        var fresh: [(String, Fragment)] = []
+        var known = fragments.withLock { $0[replica.roomId] } ?? []
+        var byId: [String: Int]?
+        var written: [Fragment] = []
+        written.reserveCapacity(stickers.count)
         var out: [UInt8] = []
         out.reserveCapacity(256 + 160 * stickers.count)
         // The head as an object of its own, its closing brace giving way to the stickers.
         JSON.object(PageJSON.roomHead(replica)).write(into: &out)
         out.removeLast()
         out.append(contentsOf: #","stickers":["#.utf8)
+        var encoded = 0
         for (index, sticker) in stickers.enumerated() {
             if index > 0 { out.append(UInt8(ascii: ",")) }
             let look = Look(sticker)
-            if let kept = known[sticker.id], kept.look == look {
-                out.append(contentsOf: kept.text)
+            var at: Int? = index < known.count && known[index].id == sticker.id ? index : nil
+            if at == nil, !known.isEmpty {
+                if byId == nil { byId = Dictionary(known.enumerated().map { ($1.id, $0) }, uniquingKeysWith: { first, _ in first }) }
+                at = byId?[sticker.id]
+            }
+            if let at, known[at].look == look {
+                out.append(contentsOf: known[at].text)
+                written.append(known[at])
                 continue
             }
             var text: [UInt8] = []
             PageJSON.sticker(sticker).write(into: &text)
             out.append(contentsOf: text)
-            fresh.append((sticker.id, Fragment(look: look, text: text)))
+            written.append(Fragment(id: sticker.id, look: look, text: text))
+            encoded += 1
         }
         out.append(contentsOf: "]}".utf8)
-        // Stickers gone from the room are dropped once they are as many as those in it.
-        let prune = known.count > 2 * stickers.count + 16
-        if !fresh.isEmpty || prune {
+        // Kept in this frame's order (stickers gone are gone with it), unless nothing was
+        // encoded and the order is the same.
+        if keeping, encoded > 0 || written.count != known.count || byId != nil {
+            known = []
             fragments.withLock { all in
-                var table = all.removeValue(forKey: replica.roomId) ?? [:]
-                for (id, fragment) in fresh { table[id] = fragment }
-                if prune {
-                    let ids = Set(stickers.map(\.id))
-                    table = table.filter { ids.contains($0.key) }
-                }
-                all[replica.roomId] = table
+                if all.count >= Self.fragmentRooms, all[replica.roomId] == nil { all.removeAll(keepingCapacity: true) }
+                all[replica.roomId] = written
             }
         }
         return out

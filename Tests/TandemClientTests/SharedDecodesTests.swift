@@ -26,17 +26,30 @@ import TandemCore
         #expect(shared.decoded == 3)
     }
 
-    @Test func aReaderBehindFindsTheMessageBeforeTheNewest() throws {
+    static func changes(_ version: Int64, room: String = "r1") -> TransportMessage {
+        let sticker = Sticker(id: "s1", image: "star", frame: Frame(x: Double(version), y: 2, width: 3, height: 4), owner: nil,
+                              createdBy: "alice", updatedBy: "alice", updatedAt: 10)
+        let change = RoomChange(version: version + 1, eventId: "e\(version)", userId: "alice", type: .update, stickerId: "s1", sticker: sticker)
+        let payload = RoomChanges(roomId: room, epoch: "e", fromVersion: version, toVersion: version + 1, changes: [change]).serialized()
+        return TransportMessage(topic: Topics().roomChanges(room: room), payload: payload)
+    }
+
+    @Test func aReaderBehindFindsTheChangeBeforeTheNewest() throws {
         let shared = SharedDecodes()
-        _ = try shared.roomSnapshot(Self.snapshot(7))
-        _ = try shared.roomSnapshot(Self.snapshot(8))
-        // A client that is one message behind the others reads 7 after 8 was kept.
-        #expect(try shared.roomSnapshot(Self.snapshot(7)).version == 7)
+        _ = try shared.roomChanges(Self.changes(7))
+        _ = try shared.roomChanges(Self.changes(8))
+        // A client that is one change behind the others reads 7 after 8 was kept.
+        #expect(try shared.roomChanges(Self.changes(7)).fromVersion == 7)
         #expect(shared.decoded == 2)
-        // Only the last few are kept: 7 is decoded again once four newer ones came.
-        for version in 9...11 { _ = try shared.roomSnapshot(Self.snapshot(Int64(version))) }
-        _ = try shared.roomSnapshot(Self.snapshot(7))
+        // Only the last four are kept: 7 is decoded again once four newer ones came.
+        for version in 9...11 { _ = try shared.roomChanges(Self.changes(Int64(version))) }
+        _ = try shared.roomChanges(Self.changes(7))
         #expect(shared.decoded == 6)
+        // A snapshot is kept alone: the one before the newest is decoded again.
+        _ = try shared.roomSnapshot(Self.snapshot(1))
+        _ = try shared.roomSnapshot(Self.snapshot(2))
+        _ = try shared.roomSnapshot(Self.snapshot(1))
+        #expect(shared.decoded == 9)
     }
 
     @Test func readersAtTheSameMomentDecodeOnce() async throws {

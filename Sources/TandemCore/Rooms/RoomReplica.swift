@@ -44,6 +44,9 @@ public struct RoomReplica: Sendable {
     /// The stickers to show, in creation order: confirmed ones (with pending edits laid
     /// over them), then the agent's own creates that are not confirmed yet.
     public var visibleStickers: [Sticker] {
+        // Nothing laid over (no edit of this client's pending, the common case): the
+        // confirmed stickers as they are, not looked up and copied one by one.
+        if overlay.isEmpty { return confirmed }
         var out: [Sticker] = []
         out.reserveCapacity(confirmed.count)
         for sticker in confirmed {
