@@ -126,10 +126,10 @@ final class RoomFrames: Sendable {
     /// next version does not show).
     func body(_ replica: RoomReplica, keeping: Bool = true) -> [UInt8] {
         let stickers = replica.visibleStickers
-        var known = fragments.withLock { $0[replica.roomId] } ?? []
+        let known = fragments.withLock { $0[replica.roomId] } ?? []
         var byId: [String: Int]?
         var written: [Fragment] = []
-        written.reserveCapacity(stickers.count)
+        if keeping { written.reserveCapacity(stickers.count) }
         var out: [UInt8] = []
         out.reserveCapacity(256 + 160 * stickers.count)
         // The head as an object of its own, its closing brace giving way to the stickers.
@@ -147,20 +147,19 @@ final class RoomFrames: Sendable {
             }
             if let at, known[at].look == look {
                 out.append(contentsOf: known[at].text)
-                written.append(known[at])
+                if keeping { written.append(known[at]) }
                 continue
             }
             var text: [UInt8] = []
             PageJSON.sticker(sticker).write(into: &text)
             out.append(contentsOf: text)
-            written.append(Fragment(id: sticker.id, look: look, text: text))
+            if keeping { written.append(Fragment(id: sticker.id, look: look, text: text)) }
             encoded += 1
         }
         out.append(contentsOf: "]}".utf8)
         // Kept in this frame's order (stickers gone are gone with it), unless nothing was
         // encoded and the order is the same.
         if keeping, encoded > 0 || written.count != known.count || byId != nil {
-            known = []
             fragments.withLock { all in
                 if all.count >= Self.fragmentRooms, all[replica.roomId] == nil { all.removeAll(keepingCapacity: true) }
                 all[replica.roomId] = written
