@@ -57,17 +57,17 @@ struct Broadcast<Value: Sendable>: Sendable {
         for handler in handlers { handler.deliver(value) }
     }
 
-    /// Lets go of the latest value for a moment, while the owner changes in place the
-    /// value it was a copy of (which would otherwise be copied whole: the two share their
-    /// storage); ``keep(_:)`` gives it the new one. Returns whether there was one.
-    mutating func forgetCurrent() -> Bool {
-        defer { current = nil }
-        return current != nil
-    }
-
-    /// The latest value from now on, told to nobody (it was, or is about to be, sent).
-    mutating func keep(_ value: Value) {
-        if keepsLatest { current = value }
+    /// Changes `value`, the owner's own copy of what this broadcast sends, in place. The
+    /// latest value kept for later listeners is a copy that shares `value`'s storage, and
+    /// a change made to shared storage copies it whole (every sticker of a room, every
+    /// message of a conversation, for each client that holds it): the kept copy is let go
+    /// while `body` runs, and `value` kept after, changed or not (the owner sends it on
+    /// when it changed). Nothing kept before, nothing kept after.
+    mutating func change<Result>(_ value: inout Value, _ body: (inout Value) -> Result) -> Result {
+        let kept = current != nil
+        current = nil
+        defer { if kept, keepsLatest { current = value } }
+        return body(&value)
     }
 
     /// Ends every listener's stream, and calls no listener any more.

@@ -182,17 +182,10 @@ public actor TandemClient {
             self.replica = replica
         }
 
-        /// Changes the replica in place. The latest replica that ``replicas`` keeps for
-        /// listeners that come later shares its storage, and a change made to shared
-        /// storage copies it whole, every sticker: a change to a room of a thousand
-        /// stickers would copy a thousand, for each client that holds the room (in
-        /// tandem-web, each member signed in). It is let go while the change is made and
-        /// kept again after, changed or not; what the change sends on (``changed(room:_:expiredLocks:replicaChanged:)``)
-        /// shares the storage until the next change, which finds it let go in turn.
+        /// Changes the replica in place (``Broadcast/change(_:_:)``: not a copy of every
+        /// sticker, which the replica kept for later listeners would otherwise cost).
         func change<Result>(_ body: (inout RoomReplica) -> Result) -> Result {
-            let kept = replicas.forgetCurrent()
-            defer { if kept { replicas.keep(replica) } }
-            return body(&replica)
+            replicas.change(&replica, body)
         }
     }
 
@@ -222,13 +215,10 @@ public actor TandemClient {
             self.replica = replica
         }
 
-        /// Changes the replica in place, as ``RoomWatch/change(_:)`` a room's: the latest
-        /// replica kept for later listeners is let go meanwhile, so that a new message is
-        /// not a copy of every message before it.
+        /// Changes the replica in place (``Broadcast/change(_:_:)``: not a copy of every
+        /// message before a new one).
         mutating func change<Result>(_ body: (inout ConversationReplica) -> Result) -> Result {
-            let kept = replicas.forgetCurrent()
-            defer { if kept { replicas.keep(replica) } }
-            return body(&replica)
+            replicas.change(&replica, body)
         }
     }
 

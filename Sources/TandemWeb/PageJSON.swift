@@ -56,7 +56,34 @@ enum PageJSON {
 
     /// A sticker as a `room` frame shows it.
     static func sticker(_ sticker: Sticker) -> JSON {
-        .obj(["id": .string(sticker.id), "image": .string(sticker.image), "frame": sticker.frame.json(), "owner": JSON(sticker.owner)])
+        ShownSticker(sticker).json
+    }
+
+    /// What of a sticker a `room` frame shows, and nothing else: two that are equal are
+    /// written as the same bytes (``RoomFrames`` keeps a sticker's text by it).
+    struct ShownSticker: Equatable, Sendable {
+        var id: String
+        var image: String
+        var frame: Frame
+        var owner: String?
+
+        init(_ sticker: Sticker) {
+            id = sticker.id
+            image = sticker.image
+            frame = sticker.frame
+            owner = sticker.owner
+        }
+
+        var json: JSON {
+            .obj(["id": .string(id), "image": .string(image), "frame": frame.json(), "owner": JSON(owner)])
+        }
+
+        /// Byte for byte: String's `==` takes two spellings of the same character as
+        /// equal, and they are written differently (the image name is free text; ids are
+        /// ASCII).
+        static func == (a: ShownSticker, b: ShownSticker) -> Bool {
+            a.frame == b.frame && a.id == b.id && a.owner == b.owner && a.image.utf8.elementsEqual(b.image.utf8)
+        }
     }
 
     /// What became of an `undo` or `redo` frame: `status` is the receipt's (`accepted`,

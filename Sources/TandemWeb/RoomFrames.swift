@@ -38,29 +38,8 @@ final class RoomFrames: Sendable {
     static let fragmentRooms = 10_000
     let metrics: WebMetrics
 
-    /// What a sticker's text in a room frame says.
-    private struct Look: Equatable {
-        var image: String
-        var frame: Frame
-        var owner: String?
-
-        init(_ sticker: Sticker) {
-            image = sticker.image
-            frame = sticker.frame
-            owner = sticker.owner
-        }
-
-        /// The same text: `image` compared byte for byte (String's `==` takes two
-        /// spellings of the same character as equal, and the frame must be the bytes
-        /// that ``PageJSON/sticker(_:)`` writes). Ids are ASCII.
-        static func == (a: Look, b: Look) -> Bool {
-            a.frame == b.frame && a.owner == b.owner && a.image.utf8.elementsEqual(b.image.utf8)
-        }
-    }
-
     private struct Fragment {
-        var id: String
-        var look: Look
+        var shown: PageJSON.ShownSticker
         var text: [UInt8]
     }
 
@@ -139,21 +118,21 @@ final class RoomFrames: Sendable {
         var encoded = 0
         for (index, sticker) in stickers.enumerated() {
             if index > 0 { out.append(UInt8(ascii: ",")) }
-            let look = Look(sticker)
-            var at: Int? = index < known.count && known[index].id == sticker.id ? index : nil
+            let shown = PageJSON.ShownSticker(sticker)
+            var at: Int? = index < known.count && known[index].shown.id == sticker.id ? index : nil
             if at == nil, !known.isEmpty {
-                if byId == nil { byId = Dictionary(known.enumerated().map { ($1.id, $0) }, uniquingKeysWith: { first, _ in first }) }
+                if byId == nil { byId = Dictionary(known.enumerated().map { ($1.shown.id, $0) }, uniquingKeysWith: { first, _ in first }) }
                 at = byId?[sticker.id]
             }
-            if let at, known[at].look == look {
+            if let at, known[at].shown == shown {
                 out.append(contentsOf: known[at].text)
                 if keeping { written.append(known[at]) }
                 continue
             }
             var text: [UInt8] = []
-            PageJSON.sticker(sticker).write(into: &text)
+            shown.json.write(into: &text)
             out.append(contentsOf: text)
-            if keeping { written.append(Fragment(id: sticker.id, look: look, text: text)) }
+            if keeping { written.append(Fragment(shown: shown, text: text)) }
             encoded += 1
         }
         out.append(contentsOf: "]}".utf8)

@@ -69,20 +69,26 @@ import TandemCore
     }
 
     @Test func aBroadcastThatKeepsNothingKeepsNothing() {
-        var updates = Broadcast<Int>(buffering: .unbounded, keepsLatest: false)
-        updates.send(1)
-        updates.keep(2)
+        var updates = Broadcast<[Int]>(buffering: .unbounded, keepsLatest: false)
+        var sent = [1]
+        updates.send(sent)
+        updates.change(&sent) { $0.append(2) }
         #expect(updates.current == nil)
-        var replicas = Broadcast<Int>()
-        replicas.send(1)
-        let had = replicas.forgetCurrent()
-        #expect(had)
-        #expect(replicas.current == nil)
-        let hadAgain = replicas.forgetCurrent()
-        #expect(!hadAgain)
-        replicas.keep(3)
-        let seen = Mutex<[Int]>([])
+        var replicas = Broadcast<[Int]>()
+        var held = [1, 2, 3]
+        replicas.send(held)
+        let before = held.withUnsafeBufferPointer { UnsafeRawPointer($0.baseAddress) }
+        replicas.change(&held) { $0[0] = 3 }
+        // Changed where it was, and kept for the next listener as changed.
+        #expect(held.withUnsafeBufferPointer { UnsafeRawPointer($0.baseAddress) } == before)
+        #expect(replicas.current == [3, 2, 3])
+        let seen = Mutex<[[Int]]>([])
         _ = replicas.listen { value in seen.withLock { $0.append(value) } }
-        #expect(seen.withLock { $0 } == [3])
+        #expect(seen.withLock { $0 } == [[3, 2, 3]])
+        // Nothing kept before: nothing kept after.
+        var fresh = Broadcast<[Int]>()
+        var value = [1]
+        fresh.change(&value) { $0[0] = 2 }
+        #expect(fresh.current == nil)
     }
 }
