@@ -40,8 +40,10 @@ package final class Inbox<Input: Sendable>: Sendable {
     package init() {}
 
     /// How the owner takes its inputs: `drain` starts a task that calls ``take()`` on the
-    /// owner's actor, and handles what it gets, until it gets nothing. Set once, by the
-    /// owner (weakly held in `drain`: the queue does not keep its owner).
+    /// owner's actor, and handles what it gets, until it gets nothing; or, for an owner
+    /// whose every put is made on its own executor (a tandem-web tab, on its client's),
+    /// takes them there and then. Set once, by the owner (weakly held in `drain`: the
+    /// queue does not keep its owner).
     package func attach(_ drain: @escaping @Sendable () -> Void) {
         state.withLock { $0.drain = drain }
     }

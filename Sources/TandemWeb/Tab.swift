@@ -8,8 +8,15 @@ import TandemClient
 /// session), carries them out through the session's ``TandemClient``, and sends the
 /// page what it shows (the room it watches, receipts of its own edits and commands,
 /// and what the session shares with every tab).
+///
+/// A tab runs on its session's client's executor (``unownedExecutor``): what the client
+/// hands it (the watched room's updates, cursors, receipts) is taken in the client's own
+/// turn, with no task started for it, and its calls to the client stay on the thread.
 actor Tab {
     let session: WebSession
+
+    nonisolated var unownedExecutor: UnownedSerialExecutor { session.client.unownedExecutor }
+
     let id: Int
     private let continuation: AsyncStream<OutFrame>.Continuation
     private let metrics: WebMetrics
@@ -38,9 +45,10 @@ actor Tab {
         var canRedo: Bool
     }
     /// What the session's client says that this tab shows (the watched room's updates
-    /// and cursors, the receipts), taken on this actor in the order it came by a task that
-    /// runs only while there is something to take: no task of the tab waits on the
-    /// client's streams.
+    /// and cursors, the receipts), taken in the order it came: at once, in the client's
+    /// turn that put it (the client's listeners are called on its executor, which is the
+    /// tab's), or when ``Inbox/release()`` lets what waited go. No task of the tab waits
+    /// on the client's streams, and none is started for an input.
     private nonisolated let inbox = Inbox<Input>()
 
     private enum Input: Sendable {
@@ -73,32 +81,54 @@ actor Tab {
         self.continuation = continuation
         self.metrics = metrics
         self.logger = logger
+        // Every put is made on the client's executor (a listener's call, or the tab's own
+        // release), which is this tab's: the inputs are taken there and then.
         inbox.attach { [weak self] in
-            guard let self else { return }
-            Task.detached { await self.takeInputs() }
+            self?.assumeIsolated { $0.takeInputs() }
         }
     }
 
     /// Takes what the inbox holds, in the order it came, until it is empty.
-    private func takeInputs() async {
-        await inbox.drain { input in
-            switch input {
-            case .room(let watch, let room, let update):
-                guard watch == watchCount else { return }
-                let takenAt = ContinuousClock.now
-                if case .changes(let changes, applied: true) = update.cause { timeUpdates(changes) }
-                if update.replica.members != roomMembers {
-                    roomMembers = update.replica.members
-                    await session.notePeople(roomMembers.map(\.userId), from: "room:\(room)")
-                }
-                forward(update, of: room, takenAt: takenAt)
-            case .cursor(let watch, let room, let cursor):
-                guard watch == watchCount else { return }
-                forward(cursor, of: room)
-            case .receipt(let event):
-                guard case .settled(let outgoing, let receipt) = event else { return }
-                settled(outgoing.id, receipt)
+    private func takeInputs() {
+        while true {
+            let inputs = inbox.take()
+            if inputs.isEmpty { return }
+            for input in inputs { take(input) }
+        }
+    }
+
+    private func take(_ input: Input) {
+        switch input {
+        case .room(let watch, let room, let update):
+            guard watch == watchCount else { return }
+            let takenAt = ContinuousClock.now
+            if case .changes(let changes, applied: true) = update.cause { timeUpdates(changes) }
+            if update.replica.members != roomMembers {
+                roomMembers = update.replica.members
+                notePeople(roomMembers.map(\.userId), from: "room:\(room)")
             }
+            forward(update, of: room, takenAt: takenAt)
+        case .cursor(let watch, let room, let cursor):
+            guard watch == watchCount else { return }
+            forward(cursor, of: room)
+        case .receipt(let event):
+            guard case .settled(let outgoing, let receipt) = event else { return }
+            settled(outgoing.id, receipt)
+        }
+    }
+
+    /// The newest telling of the session who the page shows: the next one waits for it,
+    /// so the session hears them in order.
+    private var lastNote: Task<Void, Never>?
+
+    /// Tells the session who the page shows from `source`, in a task (the session is an
+    /// actor of its own; an input is taken without waiting).
+    private func notePeople(_ users: [String], from source: String) {
+        let previous = lastNote
+        let session = session
+        lastNote = Task.detached {
+            await previous?.value
+            await session.notePeople(users, from: source)
         }
     }
 
@@ -422,7 +452,7 @@ actor Tab {
         }
         if let replica = await client.replica(of: room) {
             show(replica, undo: await client.undoHistory(of: room))
-            await session.notePeople(replica.members.map(\.userId), from: "room:\(room)")
+            notePeople(replica.members.map(\.userId), from: "room:\(room)")
         }
         inbox.release()
         // The other members' pointers; the room works without them.
