@@ -15,23 +15,25 @@ enum ClientInput: Sendable {
 /// An actor's inputs (a client's subscriptions' messages, its connection's edges and
 /// the resend clock's ticks; what a tandem-web session and tab take from their client)
 /// in one queue, with no task waiting on it: the first input into an empty queue starts
-/// a task that takes them on the owner's actor until none is left, and ends. An owner
-/// that nothing reaches holds no task, and one that is reached takes a burst in one
-/// task, in the order it came.
+/// the owner's drain (``attach(_:)``), which takes them on the owner's actor until none
+/// is left: a task that then ends, or, for a tab whose every input is put on its own
+/// executor, a call there and then. An owner that nothing reaches holds no task, and
+/// one that is reached takes a burst at once, in the order it came.
 ///
 /// Why: a server holds a client per signed-in person (tandem-web), and a task waiting
 /// on a stream keeps its frames, 2-4 KB: with a task per subscription, the connection's
 /// events and a resend timer, that was most of a person's memory. `put` is called
-/// from any thread (the transport's, another actor's); the queue is behind a `Mutex`.
+/// from any thread (the transport's, another actor's) unless the owner's drain says
+/// otherwise; the queue is behind a `Mutex`.
 package final class Inbox<Input: Sendable>: Sendable {
     private struct State {
         var inputs: [Input] = []
-        /// A task is taking the inputs (the next `put` starts none).
+        /// The owner's drain is taking the inputs (the next `put` starts none).
         var draining = false
         /// Inputs wait without being taken (``hold()``).
         var held = false
         var closed = false
-        /// Starts the task that takes the inputs (``attach(_:)``).
+        /// Starts taking the inputs (``attach(_:)``).
         var drain: (@Sendable () -> Void)?
     }
 
@@ -41,14 +43,16 @@ package final class Inbox<Input: Sendable>: Sendable {
 
     /// How the owner takes its inputs: `drain` starts a task that calls ``take()`` on the
     /// owner's actor, and handles what it gets, until it gets nothing; or, for an owner
-    /// whose every put is made on its own executor (a tandem-web tab, on its client's),
-    /// takes them there and then. Set once, by the owner (weakly held in `drain`: the
-    /// queue does not keep its owner).
+    /// whose every put is made on its own executor (a tandem-web tab, on its client's,
+    /// put into by the client's listeners), takes them there and then with
+    /// `assumeIsolated`: such an owner's `put` and ``release()`` must then be called on
+    /// that executor, or the process traps. Set once, by the owner (weakly held in
+    /// `drain`: the queue does not keep its owner).
     package func attach(_ drain: @escaping @Sendable () -> Void) {
         state.withLock { $0.drain = drain }
     }
 
-    /// Queues `input`; starts the task that takes it unless one runs. Nothing once closed.
+    /// Queues `input`; starts the owner's drain unless it runs. Nothing once closed.
     package func put(_ input: Input) {
         let drain: (@Sendable () -> Void)? = state.withLock { s in
             guard !s.closed else { return nil }
@@ -61,7 +65,7 @@ package final class Inbox<Input: Sendable>: Sendable {
     }
 
     /// Everything queued, oldest first; empty when nothing is (or the inputs are held),
-    /// which ends the task that asked (the next `put` or ``release()`` starts another).
+    /// which ends the drain that asked (the next `put` or ``release()`` starts another).
     package func take() -> [Input] {
         state.withLock { s in
             if s.inputs.isEmpty || s.held || s.closed {

@@ -452,7 +452,10 @@ actor Tab {
         }
         if let replica = await client.replica(of: room) {
             show(replica, undo: await client.undoHistory(of: room))
-            notePeople(replica.members.map(\.userId), from: "room:\(room)")
+            // Noted once: the room's first update, which says the same members, is not
+            // told again.
+            roomMembers = replica.members
+            notePeople(roomMembers.map(\.userId), from: "room:\(room)")
         }
         inbox.release()
         // The other members' pointers; the room works without them.

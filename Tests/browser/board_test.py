@@ -487,14 +487,20 @@ def run(system):
             expect(alice.locator("#redo")).to_be_enabled()
             shot(bob, "22-bob-sees-alices-undo")
             shot(alice, "22b-alice-undid-her-drag")
+            # A person presses a key when the page offers the step: pressed before alice's
+            # page has heard that her last step can be redone (or undone), it says "nothing
+            # to redo" and sends nothing, and bob's page may show the step before hers hears.
             alice.click("#redo")
             wait_sticker_at(bob, sid, dragged)
             alice.click("#undo")
             wait_sticker_at(bob, sid, start)
+            expect(alice.locator("#redo")).to_be_enabled()
             alice.keyboard.press("Control+Shift+z")
             wait_sticker_at(bob, sid, dragged)
+            expect(alice.locator("#undo")).to_be_enabled()
             alice.keyboard.press("Meta+z")          # Cmd+Z, as on a Mac
             wait_sticker_at(bob, sid, start)
+            expect(alice.locator("#redo")).to_be_enabled()
             alice.keyboard.press("Control+y")
             wait_sticker_at(bob, sid, dragged)
             expect(alice.locator("#redo")).to_be_disabled()
