@@ -2,6 +2,7 @@ import HummingbirdWebSocket
 import Logging
 import NIOCore
 import NIOWebSocket
+import Synchronization
 import TandemClient
 
 /// One browser tab's WebSocket: reads the page's frames (validated, paced by the
@@ -28,21 +29,19 @@ actor Tab {
     /// room with the edit laid over, before the coordinator has it) nor an accepted
     /// receipt is written to it, only a rejection. A drag sends twenty a second.
     private var quietEdits: Set<String> = []
-    /// The epoch and version of the last room frame written: a quiet edit's accepted
-    /// receipt that finds the room already shown at its version changes nothing shown.
+    /// The epoch and version of the last room frame written or queued: a quiet edit's
+    /// accepted receipt that finds the room shown at its version changes nothing shown.
     private var shownVersion: (epoch: String?, version: Int64)?
     private var watchedRoom: String?
-    /// The watched room's latest state not yet written, and when the oldest change it
+    /// The watched room's latest frame not yet written, and when the oldest change it
     /// holds was taken from the client (one ``OutFrame/latestRoom`` is queued for it).
-    private var pendingRoom: (replica: RoomReplica, takenAt: ContinuousClock.Instant, undoMayHaveChanged: Bool)?
-    /// The person's undo and redo in the watched room as the last room frame said them:
-    /// asked of the client again (a hop to its actor) only after an update that can
-    /// change them (``undoMayChange(_:)``), not for every change someone else made.
-    private var undoShown: UndoState?
+    /// Made on the tab's executor when the room changes, with the person's undo and redo
+    /// as they are then; taken by the socket's writer, which needs no hop to the tab.
+    private nonisolated let roomOut = Mutex<RoomOut?>(nil)
 
-    struct UndoState {
-        var canUndo: Bool
-        var canRedo: Bool
+    private struct RoomOut: Sendable {
+        let frame: ByteBuffer
+        let takenAt: ContinuousClock.Instant
     }
     /// What the session's client says that this tab shows (the watched room's updates
     /// and cursors, the receipts), taken in the order it came: at once, in the client's
@@ -163,7 +162,7 @@ actor Tab {
                     for await frame in frames {
                         if let json = frame.json {
                             try await outbound.write(.text(json.text))
-                        } else if let (frame, takenAt) = await tab.takeRoom() {
+                        } else if let (frame, takenAt) = tab.takeRoom() {
                             // The room's frame as RoomFrames keeps it: every tab showing
                             // this version with the same undo state writes the same buffer.
                             try await outbound.write(.custom(WebSocketFrame(fin: true, opcode: .text, data: frame)))
@@ -357,21 +356,10 @@ actor Tab {
     }
 
     /// What this person can undo or redo in `room` changed: the room goes out again,
-    /// carrying it (``takeRoom()`` reads it when the frame is written).
-    func refreshRoom(_ room: String) async {
-        guard room == watchedRoom else { return }
-        undoShown = nil
-        // A room frame already queued asks again when it is written.
-        if pendingRoom != nil { pendingRoom?.undoMayHaveChanged = true }
-        guard pendingRoom == nil, let replica = await session.client.replica(of: room) else { return }
-        // Again: the tab may have moved on, or queued the room, while the client answered.
-        guard room == watchedRoom else { return }
-        if pendingRoom != nil {
-            pendingRoom?.undoMayHaveChanged = true
-            return
-        }
-        pendingRoom = (replica, ContinuousClock.now, true)
-        continuation.push(.latestRoom)
+    /// carrying it.
+    func refreshRoom(_ room: String) {
+        guard room == watchedRoom, let replica = session.client.assumeIsolated({ $0.replica(of: room) }) else { return }
+        queueRoom(replica, takenAt: .now)
     }
 
     /// The room whole, written now (a tab that starts showing it, or asks again).
@@ -384,28 +372,31 @@ actor Tab {
         continuation.push(OutFrame(frame))
     }
 
-    /// The watched room's latest state, as a frame, for the socket to write now, with
-    /// what the person can undo and redo in it as of now.
-    func takeRoom() async -> (ByteBuffer, ContinuousClock.Instant)? {
-        guard let pending = pendingRoom else { return nil }
-        pendingRoom = nil
-        shownVersion = (pending.replica.epoch, pending.replica.version)
-        var undo = undoShown
-        if pending.undoMayHaveChanged || undo == nil {
-            let history = await session.client.undoHistory(of: pending.replica.roomId)
-            undo = UndoState(canUndo: history?.canUndo ?? false, canRedo: history?.canRedo ?? false)
-            // Unless the tab moved on meanwhile, or an update that can change them came.
-            if watchedRoom == pending.replica.roomId, pendingRoom?.undoMayHaveChanged != true { undoShown = undo }
+    /// Queues `replica`'s frame, with what the person can undo and redo in it as of now
+    /// (the client's stacks have taken every step its updates and receipts say, before it
+    /// hands them on; an undo's or redo's own end comes as ``refreshRoom(_:)``). A frame
+    /// still queued is replaced: the page gets the latest room, not every one.
+    private func queueRoom(_ replica: RoomReplica, takenAt: ContinuousClock.Instant) {
+        // On the client's executor, which is the tab's: asked there and then.
+        let undo = session.client.assumeIsolated { client in
+            client.undoHistory(of: replica.roomId).map { (canUndo: $0.canUndo, canRedo: $0.canRedo) }
         }
-        return (session.roomFrames.frame(pending.replica, canUndo: undo!.canUndo, canRedo: undo!.canRedo), pending.takenAt)
+        let frame = session.roomFrames.frame(replica, canUndo: undo?.canUndo ?? false, canRedo: undo?.canRedo ?? false)
+        shownVersion = (replica.epoch, replica.version)
+        let queued = roomOut.withLock { out in
+            let queued = out != nil
+            out = RoomOut(frame: frame, takenAt: out?.takenAt ?? takenAt)
+            return queued
+        }
+        if !queued { continuation.push(.latestRoom) }
     }
 
-    /// Whether `update` can change what the person can undo or redo in its room: all but
-    /// a change that someone else's edit made (the client's undo stacks move with the
-    /// person's own edits and their receipts, a new epoch and a restore).
-    static func undoMayChange(_ update: RoomUpdate) -> Bool {
-        guard case .changes(let changes, _) = update.cause else { return true }
-        return changes.changes.contains { $0.type == .restore }
+    /// The watched room's latest frame, for the socket to write now (nil: none queued).
+    nonisolated func takeRoom() -> (ByteBuffer, ContinuousClock.Instant)? {
+        roomOut.withLock { out in
+            defer { out = nil }
+            return out.map { ($0.frame, $0.takenAt) }
+        }
     }
 
     private func refuse(_ problem: PageFrame.Problem) {
@@ -430,9 +421,8 @@ actor Tab {
             cursorShown = nil
         }
         watchedRoom = room
-        pendingRoom = nil
+        roomOut.withLock { $0 = nil }
         shownVersion = nil
-        undoShown = nil
         roomMembers = []
         // The room's updates wait until its first frame is out (receipts too, for that
         // long: one inbox).
@@ -479,20 +469,13 @@ actor Tab {
     private func forward(_ update: RoomUpdate, of room: String, takenAt: ContinuousClock.Instant) {
         guard room == watchedRoom else { return }
         if case .noLongerMember = update.cause {
-            pendingRoom = nil
+            roomOut.withLock { $0 = nil }
             send(PageJSON.roomClosed(room))
             watchedRoom = nil
             return
         }
-        if pendingRoom == nil, quietlyShown(update) { return }
-        // Coalesced: one frame queued at a time, carrying the room as it is when written.
-        let undoMayChange = Self.undoMayChange(update)
-        if let pending = pendingRoom {
-            pendingRoom = (update.replica, pending.takenAt, pending.undoMayHaveChanged || undoMayChange)
-        } else {
-            pendingRoom = (update.replica, takenAt, undoMayChange)
-            continuation.push(.latestRoom)
-        }
+        if roomOut.withLock({ $0 == nil }), quietlyShown(update) { return }
+        queueRoom(update.replica, takenAt: takenAt)
     }
 
     /// Whether `update` shows this tab nothing new: the echo of one of its quiet edits
