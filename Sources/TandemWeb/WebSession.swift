@@ -2,8 +2,8 @@ import Logging
 import TandemClient
 import TandemCore
 
-/// A frame on its way to a page, or the sign that the tab's watched room changed: that
-/// one is built when the socket takes it, from the room as it is then (``Tab``), so a
+/// A frame on its way to a page, or the sign that the tab's watched room changed: at
+/// that one the socket takes the tab's latest room frame (``Tab/takeRoom()``), so a
 /// page that reads slower than the room changes gets the latest room, not every one.
 struct OutFrame: Sendable {
     let json: JSON?
