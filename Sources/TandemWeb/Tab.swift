@@ -12,7 +12,7 @@ import TandemClient
 ///
 /// A tab runs on its session's client's executor (``unownedExecutor``): what the client
 /// hands it (the watched room's updates, cursors, receipts) is taken in the client's own
-/// turn, with no task started for it, and its calls to the client stay on the thread.
+/// turn, with no task started for it, and its calls to the client stay on the executor.
 actor Tab {
     let session: WebSession
 
@@ -43,6 +43,7 @@ actor Tab {
         let frame: ByteBuffer
         let takenAt: ContinuousClock.Instant
     }
+
     /// What the session's client says that this tab shows (the watched room's updates
     /// and cursors, the receipts), taken in the order it came: at once, in the client's
     /// turn that put it (the client's listeners are called on its executor, which is the
