@@ -34,7 +34,7 @@ actor Tab {
     private var shownVersion: (epoch: String?, version: Int64)?
     private var watchedRoom: String?
     /// The watched room's latest frame not yet written, and when the oldest change it
-    /// holds was taken from the client (one ``OutFrame/latestRoom`` is queued for it).
+    /// holds was taken from the client (one ``OutFrame/latestRoom(watch:)`` is queued for it).
     /// Made on the tab's executor when the room changes, with the person's undo and redo
     /// as they are then; taken by the socket's writer, which needs no hop to the tab.
     private nonisolated let roomOut = Mutex<RoomOut?>(nil)
@@ -42,6 +42,8 @@ actor Tab {
     private struct RoomOut: Sendable {
         let frame: ByteBuffer
         let takenAt: ContinuousClock.Instant
+        /// The watch it is of (``watchCount``), as its mark says.
+        let watch: Int
     }
 
     /// What the session's client says that this tab shows (the watched room's updates
@@ -160,10 +162,10 @@ actor Tab {
                 group.addTask {
                     // Ends when the session ends (its last frame says signedOut): then
                     // the socket is closed, which ends the reading too.
-                    for await frame in frames {
-                        if let json = frame.json {
+                    for await out in frames {
+                        if let json = out.json {
                             try await outbound.write(.text(json.text))
-                        } else if let (frame, takenAt) = tab.takeRoom() {
+                        } else if let (frame, takenAt) = tab.takeRoom(markedBy: out.watch) {
                             // The room's frame as RoomFrames keeps it: every tab showing
                             // this version with the same undo state writes the same buffer.
                             try await outbound.write(.custom(WebSocketFrame(fin: true, opcode: .text, data: frame)))
@@ -384,19 +386,23 @@ actor Tab {
         }
         let frame = session.roomFrames.frame(replica, canUndo: undo?.canUndo ?? false, canRedo: undo?.canRedo ?? false)
         shownVersion = (replica.epoch, replica.version)
+        let watch = watchCount
         let queued = roomOut.withLock { out in
             let queued = out != nil
-            out = RoomOut(frame: frame, takenAt: out?.takenAt ?? takenAt)
+            out = RoomOut(frame: frame, takenAt: out?.takenAt ?? takenAt, watch: watch)
             return queued
         }
-        if !queued { continuation.push(.latestRoom) }
+        if !queued { continuation.push(.latestRoom(watch: watch)) }
     }
 
-    /// The watched room's latest frame, for the socket to write now (nil: none queued).
-    nonisolated func takeRoom() -> (ByteBuffer, ContinuousClock.Instant)? {
+    /// The watched room's latest frame, for the socket to write now at a mark queued by
+    /// the tab's `watch`th room (nil: none queued, or the frame is of a later room, whose
+    /// own mark follows the frames that start showing it).
+    nonisolated func takeRoom(markedBy watch: Int) -> (ByteBuffer, ContinuousClock.Instant)? {
         roomOut.withLock { out in
-            defer { out = nil }
-            return out.map { ($0.frame, $0.takenAt) }
+            guard let queued = out, queued.watch == watch else { return nil }
+            out = nil
+            return (queued.frame, queued.takenAt)
         }
     }
 

@@ -3,21 +3,26 @@ import TandemClient
 import TandemCore
 
 /// A frame on its way to a page, or the sign that the tab's watched room changed: at
-/// that one the socket takes the tab's latest room frame (``Tab/takeRoom()``), so a
-/// page that reads slower than the room changes gets the latest room, not every one.
+/// that one the socket takes the tab's latest room frame (``Tab/takeRoom(markedBy:)``),
+/// so a page that reads slower than the room changes gets the latest room, not every one.
 struct OutFrame: Sendable {
     let json: JSON?
+    /// The room's mark only: which of the tab's watches queued it (``Tab``'s count of the
+    /// rooms it watched), so that a mark left from one room takes no frame of the next.
+    let watch: Int
 
     init(_ json: JSON) {
         self.json = json
+        watch = 0
     }
 
-    private init() {
+    private init(watch: Int) {
         json = nil
+        self.watch = watch
     }
 
-    /// The watched room changed: its latest state goes out next.
-    static let latestRoom = OutFrame()
+    /// The room watched as the tab's `watch`th changed: its latest frame goes out next.
+    static func latestRoom(watch: Int) -> OutFrame { OutFrame(watch: watch) }
 }
 
 extension AsyncStream<OutFrame>.Continuation {
@@ -26,7 +31,7 @@ extension AsyncStream<OutFrame>.Continuation {
     /// for it) the mark is queued again, so the latest room still goes out.
     func push(_ frame: OutFrame) {
         if case .dropped(let old) = yield(frame), old.json == nil {
-            yield(.latestRoom)
+            yield(old)
         }
     }
 }
