@@ -36,10 +36,10 @@ enum PageJSON {
 
     /// The part of a `room` frame that is the room's (all but `canUndo` and `canRedo`,
     /// which are the person's): the same for every page that shows the room at a version
-    /// without edits of its own pending. Its last member is `stickers`, each
-    /// ``sticker(_:)`` (``RoomFrames`` writes them from the text it keeps of each).
+    /// without edits of its own pending. Its last member is `stickers`, each a
+    /// ``ShownSticker`` (``RoomFrames`` writes them from the text it keeps of each).
     static func roomBody(_ replica: RoomReplica) -> JSON {
-        .object(roomHead(replica) + [JSON.Member("stickers", .array(replica.visibleStickers.map(sticker)))])
+        .object(roomHead(replica) + [JSON.Member("stickers", .array(replica.visibleStickers.map { ShownSticker($0).json }))])
     }
 
     /// ``roomBody(_:)``'s members before `stickers`.
@@ -52,11 +52,6 @@ enum PageJSON {
             JSON.Member("owner", JSON(replica.owner)),
             JSON.Member("members", .array(replica.members.map { .obj(["userId": .string($0.userId), "role": .string($0.role.rawValue)]) })),
         ]
-    }
-
-    /// A sticker as a `room` frame shows it.
-    static func sticker(_ sticker: Sticker) -> JSON {
-        ShownSticker(sticker).json
     }
 
     /// What of a sticker a `room` frame shows, and nothing else: two that are equal are

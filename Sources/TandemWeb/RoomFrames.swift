@@ -31,7 +31,7 @@ final class RoomFrames: Sendable {
     }
 
     private let latest = Mutex<[String: Latest]>([:])
-    /// By room: each sticker's text in the last room frame written (``PageJSON/sticker(_:)``),
+    /// By room: each sticker's text in the last room frame written (``PageJSON/ShownSticker``),
     /// in that frame's order, with what it was made from. Emptied, all at once, past
     /// ``fragmentRooms`` rooms (a room's stickers are then encoded again once).
     private let fragments = Mutex<[String: [Fragment]]>([:])
