@@ -46,6 +46,9 @@ let package = Package(
             pkgConfig: "libmosquitto",
             providers: [.apt(["libmosquitto-dev"])]
         ),
+        // libmosquitto's socket reads through a buffer: one read(2) a wake, not three or
+        // more a packet (its entries for read and close pointed here, nothing else's).
+        .target(name: "CMosquittoReads"),
         // glibc's mallopt (the coordinator caps its malloc arenas).
         .systemLibrary(name: "CMalloc"),
         // glibc's ppoll (PollLoop's timers to the microsecond).
@@ -65,7 +68,7 @@ let package = Package(
         .target(
             name: "TandemMQTT",
             dependencies: [
-                "CMosquitto", "CPoll",
+                "CMosquitto", "CMosquittoReads", "CPoll",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

@@ -1,4 +1,5 @@
 import CMosquitto
+import CMosquittoReads
 import Foundation
 import Logging
 import Synchronization
@@ -661,7 +662,13 @@ final class ClientCore: @unchecked Sendable {
     /// Reads what the socket holds, packet after packet (libmosquitto reads at most as
     /// many as it has QoS 1 messages in flight per call), up to a bound per call.
     /// Anything but success: the connection is gone (``lastDriveCode`` says why).
+    ///
+    /// With libmosquitto's reads buffered (``LibMosquitto/buffersReads``, not TLS), one
+    /// `read(2)` took what the socket held, so more to read is what that buffer still
+    /// holds; what arrived since is the next wake's (poll and epoll report it again).
+    /// Otherwise the kernel is asked (`FIONREAD`).
     func driveRead() -> Int32 {
+        let buffered = LibMosquitto.buffersReads && configuration.tls == nil
         for _ in 0..<4096 {
             errno = 0
             let rc = mosquitto_loop_read(mosq, 1)
@@ -670,6 +677,8 @@ final class ClientCore: @unchecked Sendable {
                 lastDriveCode = rc == MOSQ_ERR_SUCCESS.rawValue ? MOSQ_ERR_CONN_LOST.rawValue : rc
                 return lastDriveCode
             }
+            if tandem_mosquitto_reads_buffered(sock) > 0 { continue }
+            if buffered { break }
             var pending: Int32 = 0
             guard ioctl(sock, UInt(FIONREAD), &pending) == 0, pending > 0 else { break }
         }

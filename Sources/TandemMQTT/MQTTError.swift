@@ -1,4 +1,5 @@
 import CMosquitto
+import CMosquittoReads
 
 /// Every failure of the client, with libmosquitto's own words where it gave any.
 public struct MQTTError: Error, Sendable, Equatable, CustomStringConvertible {
@@ -64,8 +65,15 @@ enum LibMosquitto {
     /// atomically initialised).
     static let initialised: Bool = {
         mosquitto_lib_init()
+        _ = buffersReads
         return true
     }()
+
+    /// Whether libmosquitto's reads go through a buffer (`tandem_mosquitto_reads_install`,
+    /// done once, before the first client): a socket's bytes are then taken in one
+    /// `read(2)` a wake, and whether more is left to read is asked of the buffer
+    /// (``ClientCore/driveRead()``).
+    static let buffersReads: Bool = tandem_mosquitto_reads_install() == 1
 
     /// Whether this libmosquitto's clients go without their wake-up socket pair
     /// (`tandem_mosquitto_close_wake_pair`, tried on a client made for the question): then
