@@ -462,6 +462,104 @@ import TestSupport
         throw NoSuchFrame(description: "no such frame in 20 s; the last ones: \(box.get().suffix(5).map(\.text))")
     }
 
+    /// A page that stops reading for a few seconds while its room changes 1,500 times
+    /// (some 4 MB of room frames wait for it in the sockets' buffers): once it reads again
+    /// it gets the room's versions in order, ending with the latest, and its tab still
+    /// answers.
+    @Test(.timeLimit(.minutes(2)))
+    func aPageThatStopsReadingGetsTheRoomInOrderThenTheLatest() async throws {
+        try await withBroker(.shipped) { broker in
+            // No per-person limit: alice sends some 500 events a second.
+            let coordinator = try await CoordinatorProcess.start(broker: broker, arguments: ["--rate-limit", "0"])
+            defer { Task { await coordinator.kill() } }
+            let (app, _) = try Self.app(broker: broker, framesPerSecond: 1000, frameBurst: 1000)
+            try await app.test(.live) { client in
+                let aliceCookie = try await Self.signIn(client, "alice")
+                let bobCookie = try await Self.signIn(client, "bob")
+                let roomId = "web-slow-page"
+                // Some 8 KB a room frame.
+                let stickers = 50, updates = 1500
+                let aliceFrames = LockedBox<[JSON]>([])
+                try await client.ws("/ws", configuration: .init(additionalHeaders: [.cookie: aliceCookie])) { aliceIn, alice, _ in
+                    try await withThrowingTaskGroup(of: Void.self) { group in
+                        group.addTask {
+                            for try await message in aliceIn.messages(maxSize: 1 << 20) {
+                                // Only receipts are looked at (parsing every room frame would hold the test up).
+                                if case .text(let text) = message, text.hasPrefix(#"{"type":"receipt""#), let frame = try? JSON.parse(text) {
+                                    aliceFrames.update { $0.append(frame) }
+                                }
+                            }
+                        }
+                        @Sendable func send(_ text: String) async throws { try await alice.write(.text(text)) }
+                        @Sendable func accepted(_ ref: String) async throws {
+                            let receipt = try await Self.frame(in: aliceFrames) {
+                                $0["type"]?.stringValue == "receipt" && $0["ref"]?.stringValue == ref
+                            }
+                            #expect(receipt["status"]?.stringValue == "accepted", "\(receipt.text)")
+                        }
+                        @Sendable func frame(_ x: Int) -> String { #"{"x":\#(x),"y":20,"width":100,"height":100}"# }
+                        try await send(#"{"type":"watch","room":"\#(roomId)"}"#)
+                        for i in 0..<stickers {
+                            try await send(#"{"type":"edit","ref":"c\#(i)","room":"\#(roomId)","op":"create","sticker":"s\#(i)","image":"star","frame":\#(frame(i))}"#)
+                        }
+                        try await send(#"{"type":"member","ref":"i1","room":"\#(roomId)","op":"invite","member":"bob"}"#)
+                        for i in 0..<stickers { try await accepted("c\(i)") }
+                        try await accepted("i1")
+
+                        try await client.ws("/ws", configuration: .init(additionalHeaders: [.cookie: bobCookie])) { bobIn, bob, _ in
+                            var messages = bobIn.messages(maxSize: 1 << 20).makeAsyncIterator()
+                            func nextRoom() async throws -> JSON? {
+                                while let message = try await messages.next() {
+                                    if case .text(let text) = message, let frame = try? JSON.parse(text), frame["type"]?.stringValue == "room" {
+                                        return frame
+                                    }
+                                }
+                                return nil
+                            }
+                            try await bob.write(.text(#"{"type":"watch","room":"\#(roomId)"}"#))
+                            var first = try #require(try await nextRoom())
+                            while case .array(let shown)? = first["stickers"], shown.count < stickers {
+                                first = try #require(try await nextRoom())
+                            }
+                            // Bob's page reads nothing while alice moves every sticker, again and
+                            // again, a few milliseconds apart.
+                            for u in 1...updates {
+                                try await send(#"{"type":"edit","ref":"u\#(u)","room":"\#(roomId)","op":"update","sticker":"s\#(u % stickers)","frame":\#(frame(1000 + u))}"#)
+                                try await Task.sleep(for: .milliseconds(2))
+                            }
+                            try await accepted("u\(updates)")
+                            // Then it reads: versions only go up, the last is where alice left it.
+                            var version = try #require(first["version"]?.int64Value)
+                            var roomFrames = 0, bytes = 0  // once it reads again
+                            while true {
+                                let room = try #require(try await nextRoom())
+                                bytes += room.text.utf8.count
+                                let next = try #require(room["version"]?.int64Value)
+                                #expect(next > version, "version \(next) after \(version)")
+                                version = next
+                                roomFrames += 1
+                                guard case .array(let shown)? = room["stickers"] else { continue }
+                                let last = shown.first { $0["id"]?.stringValue == "s\(updates % stickers)" }
+                                if last?["frame"]?["x"]?.doubleValue == Double(1000 + updates) { break }
+                            }
+                            #expect(bytes > 1_000_000, "\(bytes) bytes in \(roomFrames) room frames")
+                            // And the tab still answers.
+                            try await bob.write(.text(#"{"type":"edit","ref":"b1","room":"\#(roomId)","op":"update","sticker":"s0","frame":\#(frame(5))}"#))
+                            var answered = false
+                            while let message = try await messages.next() {
+                                if case .text(let text) = message, text.contains(#""ref":"b1""#) { answered = true; break }
+                            }
+                            #expect(answered)
+                            try await bob.close(.normalClosure, reason: nil)
+                        }
+                        try await alice.close(.normalClosure, reason: nil)
+                        group.cancelAll()
+                    }
+                }
+            }
+        }
+    }
+
     @Test func theLastTabClosingEndsTheSession() async throws {
         try await withBroker(.shipped) { broker in
             let watcher = try await TestPeer.connect(broker: broker, user: "carol", extraFilters: ["tandem/v1/presence/+/+"])
