@@ -22,9 +22,9 @@
  * photo's snapshot some tens of kilobytes (read a fill at a time). */
 #define FILL_BYTES 16384
 
-/* What a descriptor's last fill left: data[pos..<len]. The memory is held only while
- * bytes are left (malloc'd at a fill, freed when taken), so an idle client costs the
- * sixteen bytes of its entry. */
+/* What a descriptor's last fill left: data[pos..<len]. A fill is read into the thread's
+ * scratch and only what the caller did not take is kept (malloc'd, freed when taken), so
+ * an idle client costs the sixteen bytes of its entry. */
 typedef struct {
     unsigned char *data;
     uint32_t pos;
@@ -54,16 +54,25 @@ ssize_t tandem_mosquitto_read(int fd, void *buffer, size_t count) {
         atomic_fetch_add_explicit(&syscallCount, 1, memory_order_relaxed);
         /* A read as large as a fill goes straight to the caller (a big payload's rest). */
         if (count >= FILL_BYTES) return read(fd, buffer, count);
-        if (p->data == NULL && (p->data = malloc(FILL_BYTES)) == NULL) return read(fd, buffer, count);
-        ssize_t got = read(fd, p->data, FILL_BYTES);
-        if (got <= 0) {
-            int saved = errno;
-            drop(p);
-            errno = saved;
-            return got;
+        /* Into this thread's scratch first: a read that finds nothing (EAGAIN) or the
+         * end costs no allocation; what the caller does not take is kept. */
+        static __thread unsigned char scratch[FILL_BYTES];
+        ssize_t got = read(fd, scratch, FILL_BYTES);
+        if (got <= 0) return got;
+        size_t n = count < (size_t)got ? count : (size_t)got;
+        memcpy(buffer, scratch, n);
+        if (n < (size_t)got) {
+            if ((p->data = malloc((size_t)got - n)) == NULL) {
+                /* The bytes are out of the socket and cannot be kept: the connection
+                 * ends, as on any failed read (QoS 1 messages come again). */
+                errno = ENOMEM;
+                return -1;
+            }
+            memcpy(p->data, scratch + n, (size_t)got - n);
+            p->pos = 0;
+            p->len = (uint32_t)((size_t)got - n);
         }
-        p->pos = 0;
-        p->len = (uint32_t)got;
+        return (ssize_t)n;
     }
     size_t left = p->len - p->pos;
     size_t n = count < left ? count : left;
@@ -77,6 +86,10 @@ int tandem_mosquitto_close(int fd) {
     /* Before the descriptor is closed: once it is, its number may be another's. */
     if (fd >= 0 && table != NULL && (size_t)fd < tableSize) drop(&table[fd]);
     return close(fd);
+}
+
+int tandem_mosquitto_reads_cover(int fd) {
+    return fd >= 0 && table != NULL && (size_t)fd < tableSize;
 }
 
 size_t tandem_mosquitto_reads_buffered(int fd) {
@@ -178,9 +191,12 @@ static int visit(struct dl_phdr_info *info, size_t size, void *context) {
  * writable for the moment. */
 static int put(const Search *search, void **slot, void *value) {
     ElfW(Addr) at = (ElfW(Addr))slot;
-    if (at >= search->relroStart && at < search->relroEnd) {
-        long pageSize = sysconf(_SC_PAGESIZE);
-        void *page = (void *)(at & ~((ElfW(Addr))pageSize - 1));
+    long pageSize = sysconf(_SC_PAGESIZE);
+    ElfW(Addr) pageMask = ~((ElfW(Addr))pageSize - 1);
+    /* What ld.so made read-only: the segment's whole pages, its start and end rounded
+     * down (a last page shared with writable data stays writable). */
+    if (at >= (search->relroStart & pageMask) && at < (search->relroEnd & pageMask)) {
+        void *page = (void *)(at & pageMask);
         if (mprotect(page, (size_t)pageSize, PROT_READ | PROT_WRITE) != 0) return 0;
         __atomic_store_n(slot, value, __ATOMIC_RELEASE);
         mprotect(page, (size_t)pageSize, PROT_READ);

@@ -665,20 +665,29 @@ final class ClientCore: @unchecked Sendable {
     ///
     /// With libmosquitto's reads buffered (``LibMosquitto/buffersReads``, not TLS), one
     /// `read(2)` took what the socket held, so more to read is what that buffer still
-    /// holds; what arrived since is the next wake's (poll and epoll report it again).
-    /// Otherwise the kernel is asked (`FIONREAD`).
+    /// holds; what arrived since is the next wake's (poll and epoll report it again). The
+    /// bound is on calls that may read the socket: what the buffer holds (16 KiB at most)
+    /// is always taken, since nothing would wake the loop for it. Otherwise the kernel is
+    /// asked (`FIONREAD`).
     func driveRead() -> Int32 {
-        let buffered = LibMosquitto.buffersReads && configuration.tls == nil
-        for _ in 0..<4096 {
+        var sock = mosquitto_socket(mosq)
+        let buffered = LibMosquitto.buffersReads && configuration.tls == nil && tandem_mosquitto_reads_cover(sock) != 0
+        var calls = 0
+        // Each call takes at least a byte of what the buffer holds (libmosquitto reads
+        // nothing only where no bytes can have come: a connection still being made); the
+        // guard is against a libmosquitto that would not.
+        for _ in 0..<(1 << 20) {
             errno = 0
             let rc = mosquitto_loop_read(mosq, 1)
-            let sock = mosquitto_socket(mosq)
+            sock = mosquitto_socket(mosq)
             if rc != MOSQ_ERR_SUCCESS.rawValue || sock < 0 {
                 lastDriveCode = rc == MOSQ_ERR_SUCCESS.rawValue ? MOSQ_ERR_CONN_LOST.rawValue : rc
                 return lastDriveCode
             }
+            // A call may take several packets and fill the buffer again on the way.
             if tandem_mosquitto_reads_buffered(sock) > 0 { continue }
-            if buffered { break }
+            calls += 1
+            if buffered || calls >= 4096 { break }
             var pending: Int32 = 0
             guard ioctl(sock, UInt(FIONREAD), &pending) == 0, pending > 0 else { break }
         }

@@ -70,9 +70,9 @@ enum LibMosquitto {
     }()
 
     /// Whether libmosquitto's reads go through a buffer (`tandem_mosquitto_reads_install`,
-    /// done once, before the first client): a socket's bytes are then taken in one
-    /// `read(2)` a wake, and whether more is left to read is asked of the buffer
-    /// (``ClientCore/driveRead()``).
+    /// done once, before the first client): a socket's bytes are then taken up to 16 KiB
+    /// a `read(2)`, not a few bytes a call, and whether more is left to read is asked of
+    /// the buffer (``ClientCore/driveRead()``).
     static let buffersReads: Bool = tandem_mosquitto_reads_install() == 1
 
     /// Whether this libmosquitto's clients go without their wake-up socket pair

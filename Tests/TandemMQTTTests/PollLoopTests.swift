@@ -86,6 +86,35 @@ import TestSupport
         }
     }
 
+    /// Thousands of small messages at once to a client on a loop, QoS 0 (one packet taken
+    /// a call): all arrive, in order. What a socket's reads left in the read buffer
+    /// (`CMosquittoReads`) is taken whole, as no wake would come for it.
+    @Test(.timeLimit(.minutes(1)))
+    func aBurstOfSmallMessagesToALoopArrivesWhole() async throws {
+        try await withBroker(.open) { broker in
+            let loop = try PollLoop(name: "test-burst")
+            defer { loop.stop() }
+            let a = try client(broker, loop: loop)
+            let b = try client(broker, loop: nil)
+            try await a.connect()
+            try await b.connect()
+            let count = 6000
+            let received = Mutex<[String]>([])
+            let (arrived, feed) = AsyncStream.makeStream(of: Int.self)
+            try await a.subscribe(["burst/#"], qos: .atMostOnce) { message in
+                feed.yield(received.withLock { r in
+                    r.append(message.payloadString)
+                    return r.count
+                })
+            }
+            for i in 0..<count { try b.enqueue("burst/x", payload: Array("\(i)".utf8), qos: .atMostOnce) }
+            for await n in arrived where n == count { break }
+            #expect(received.withLock { $0 } == (0..<count).map { "\($0)" })
+            await a.disconnect()
+            await b.disconnect()
+        }
+    }
+
     @Test func aClientOnALoopReconnectsAfterTheBrokerRestarts() async throws {
         try await withBroker(.open) { broker in
             let loop = try PollLoop(name: "test-reconnect")

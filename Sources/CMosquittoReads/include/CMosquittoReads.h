@@ -13,12 +13,14 @@
  * points libmosquitto's own calls to read(2) and close(2) (its entries in the global
  * offset table, nothing else in the process) at the two functions below: a read takes
  * what the socket holds (up to 16 KiB) in one call and serves libmosquitto's small
- * reads from it; a close drops what is left of its descriptor's buffer.
+ * reads from it (a read of 16 KiB or more, a large payload's rest, goes straight to the
+ * socket); a close drops what is left of its descriptor's buffer.
  *
  * What a caller must do once it is installed: a socket may be drained into the buffer
  * while libmosquitto has not yet taken its packets, so "is there more to read" is
  * tandem_mosquitto_reads_buffered(fd) > 0 (poll(2) and FIONREAD see only the kernel's
- * side). TLS clients read through OpenSSL, which this leaves alone.
+ * side), and a reader that stops must not leave bytes there: nothing would wake it for
+ * them. TLS clients read through OpenSSL, which this leaves alone.
  *
  * One thread at a time reads a given descriptor (the one driving its client), as
  * libmosquitto already requires.
@@ -29,6 +31,10 @@
  * tables not as expected): then libmosquitto reads as it always did. Call before any
  * client exists. */
 int tandem_mosquitto_reads_install(void);
+
+/* Whether `fd` has a buffer (descriptors past the process's hard limit on open files at
+ * the install, or past 2^20, do not: their reads are libmosquitto's own). */
+int tandem_mosquitto_reads_cover(int fd);
 
 /* Bytes read from the socket and not yet taken by libmosquitto. */
 size_t tandem_mosquitto_reads_buffered(int fd);
