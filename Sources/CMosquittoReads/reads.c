@@ -43,13 +43,18 @@ static void drop(Pending *p) {
     p->len = 0;
 }
 
+/* The descriptor's entry, or NULL: not installed, or a number past the table. */
+static Pending *entry(int fd) {
+    return fd >= 0 && table != NULL && (size_t)fd < tableSize ? &table[fd] : NULL;
+}
+
 ssize_t tandem_mosquitto_read(int fd, void *buffer, size_t count) {
     atomic_fetch_add_explicit(&callCount, 1, memory_order_relaxed);
-    if (fd < 0 || table == NULL || (size_t)fd >= tableSize || count == 0) {
+    Pending *p = entry(fd);
+    if (p == NULL || count == 0) {
         atomic_fetch_add_explicit(&syscallCount, 1, memory_order_relaxed);
         return read(fd, buffer, count);
     }
-    Pending *p = &table[fd];
     if (p->pos == p->len) {
         atomic_fetch_add_explicit(&syscallCount, 1, memory_order_relaxed);
         /* A read as large as a fill goes straight to the caller (a big payload's rest). */
@@ -84,17 +89,18 @@ ssize_t tandem_mosquitto_read(int fd, void *buffer, size_t count) {
 
 int tandem_mosquitto_close(int fd) {
     /* Before the descriptor is closed: once it is, its number may be another's. */
-    if (fd >= 0 && table != NULL && (size_t)fd < tableSize) drop(&table[fd]);
+    Pending *p = entry(fd);
+    if (p != NULL) drop(p);
     return close(fd);
 }
 
 int tandem_mosquitto_reads_cover(int fd) {
-    return fd >= 0 && table != NULL && (size_t)fd < tableSize;
+    return entry(fd) != NULL;
 }
 
 size_t tandem_mosquitto_reads_buffered(int fd) {
-    if (fd < 0 || table == NULL || (size_t)fd >= tableSize) return 0;
-    return table[fd].len - table[fd].pos;
+    Pending *p = entry(fd);
+    return p == NULL ? 0 : p->len - p->pos;
 }
 
 void tandem_mosquitto_reads_counts(uint64_t *calls, uint64_t *syscalls) {
