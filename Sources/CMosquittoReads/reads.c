@@ -24,11 +24,13 @@
 
 /* What a descriptor's last fill left: data[pos..<len]. A fill is read into the thread's
  * scratch and only what the caller did not take is kept (malloc'd, freed when taken), so
- * an idle client costs the sixteen bytes of its entry. */
+ * an idle client costs the 24 bytes of its entry. */
 typedef struct {
     unsigned char *data;
     uint32_t pos;
     uint32_t len;
+    /* Set by a reader at its bound: what is held is served, the socket is not read. */
+    uint8_t heldOnly;
 } Pending;
 
 static Pending *table;      /* indexed by descriptor; NULL until installed */
@@ -56,6 +58,10 @@ ssize_t tandem_mosquitto_read(int fd, void *buffer, size_t count) {
         return read(fd, buffer, count);
     }
     if (p->pos == p->len) {
+        if (p->heldOnly) {
+            errno = EAGAIN;
+            return -1;
+        }
         atomic_fetch_add_explicit(&syscallCount, 1, memory_order_relaxed);
         /* A read as large as a fill goes straight to the caller (a big payload's rest). */
         if (count >= FILL_BYTES) return read(fd, buffer, count);
@@ -90,8 +96,16 @@ ssize_t tandem_mosquitto_read(int fd, void *buffer, size_t count) {
 int tandem_mosquitto_close(int fd) {
     /* Before the descriptor is closed: once it is, its number may be another's. */
     Pending *p = entry(fd);
-    if (p != NULL) drop(p);
+    if (p != NULL) {
+        drop(p);
+        p->heldOnly = 0;
+    }
     return close(fd);
+}
+
+void tandem_mosquitto_reads_held_only(int fd, int on) {
+    Pending *p = entry(fd);
+    if (p != NULL) p->heldOnly = on != 0;
 }
 
 int tandem_mosquitto_reads_cover(int fd) {

@@ -664,19 +664,21 @@ final class ClientCore: @unchecked Sendable {
     /// Anything but success: the connection is gone (``lastDriveCode`` says why).
     ///
     /// With libmosquitto's reads buffered (``LibMosquitto/buffersReads``, not TLS), one
-    /// `read(2)` took what the socket held, so more to read is what that buffer still
-    /// holds; what arrived since is the next wake's (poll and epoll report it again). The
-    /// bound is on calls that may read the socket: what the buffer holds (16 KiB at most)
-    /// is always taken, since nothing would wake the loop for it. Otherwise the kernel is
-    /// asked (`FIONREAD`).
+    /// `read(2)` took what the socket held (up to 16 KiB), so more to read is what that
+    /// buffer still holds; what arrived since is the next wake's (poll and epoll report
+    /// it again). What the buffer holds is always taken, since nothing would wake the
+    /// loop for it: past the bound the buffer is only emptied, not filled again
+    /// (`tandem_mosquitto_reads_held_only`), and the socket's rest waits for the next
+    /// turn. Otherwise the kernel is asked (`FIONREAD`).
     func driveRead() -> Int32 {
         var sock = mosquitto_socket(mosq)
         let buffered = LibMosquitto.buffersReads && configuration.tls == nil && tandem_mosquitto_reads_cover(sock) != 0
-        var calls = 0
-        // Each call takes at least a byte of what the buffer holds (libmosquitto reads
-        // nothing only where no bytes can have come: a connection still being made); the
-        // guard is against a libmosquitto that would not.
-        for _ in 0..<(1 << 20) {
+        var heldOnly: Int32 = -1
+        defer {
+            // (A socket libmosquitto closed meanwhile was let go by the close.)
+            if heldOnly >= 0, mosquitto_socket(mosq) == heldOnly { tandem_mosquitto_reads_held_only(heldOnly, 0) }
+        }
+        for calls in 1...Int.max {
             errno = 0
             let rc = mosquitto_loop_read(mosq, 1)
             sock = mosquitto_socket(mosq)
@@ -685,14 +687,23 @@ final class ClientCore: @unchecked Sendable {
                 return lastDriveCode
             }
             // A call may take several packets and fill the buffer again on the way.
-            if tandem_mosquitto_reads_buffered(sock) > 0 { continue }
-            calls += 1
-            if buffered || calls >= 4096 { break }
+            if tandem_mosquitto_reads_buffered(sock) > 0 {
+                if calls >= Self.readsPerDrive, heldOnly < 0 {
+                    heldOnly = sock
+                    tandem_mosquitto_reads_held_only(sock, 1)
+                }
+                continue
+            }
+            if buffered || calls >= Self.readsPerDrive { break }
             var pending: Int32 = 0
             guard ioctl(sock, UInt(FIONREAD), &pending) == 0, pending > 0 else { break }
         }
         return MOSQ_ERR_SUCCESS.rawValue
     }
+
+    /// The calls to `mosquitto_loop_read` one drive makes before it lets the loop's other
+    /// work have a turn (what the read buffer holds is still taken).
+    static let readsPerDrive = 4096
 
     /// Writes every packet queued (one write each, as libmosquitto does). `corked` (a
     /// PollLoop's turn): the packets leave in as few TCP segments as fit, so that neither

@@ -55,13 +55,28 @@ import TestSupport
         // The next socket given the same number reads its own bytes, not the dead one's.
         // (Usually the same number: other suites' threads may take it first.)
         let (again, peer) = try socketPair()
-        defer { _ = tandem_mosquitto_close(again); _ = close(peer) }
+        defer { _ = tandem_mosquitto_close(again) }
         if again == reader { #expect(tandem_mosquitto_reads_buffered(again) == 0) }
         send("xyz", to: peer)
         #expect(read(again, 1) == (1, "x"))
         _ = close(peer)
         #expect(read(again, 10) == (2, "yz"))
         #expect(read(again, 10).0 == 0)  // end of stream once the held bytes are taken
+    }
+
+    @Test func heldOnlyServesWhatIsHeldThenLeavesTheSocketAlone() throws {
+        _ = LibMosquitto.initialised
+        try #require(LibMosquitto.buffersReads)
+        let (reader, writer) = try socketPair()
+        defer { _ = tandem_mosquitto_close(reader); _ = close(writer) }
+        send("abc", to: writer)
+        #expect(read(reader, 1) == (1, "a"))
+        send("def", to: writer)
+        tandem_mosquitto_reads_held_only(reader, 1)
+        #expect(read(reader, 10) == (2, "bc"))
+        #expect(read(reader, 10).0 == -1 && errno == EAGAIN)  // "def" waits in the socket
+        tandem_mosquitto_reads_held_only(reader, 0)
+        #expect(read(reader, 10) == (3, "def"))
     }
 
     @Test(.timeLimit(.minutes(1)))

@@ -87,8 +87,8 @@ import TestSupport
     }
 
     /// Thousands of small messages at once to a client on a loop, QoS 0 (one packet taken
-    /// a call): all arrive, in order. What a socket's reads left in the read buffer
-    /// (`CMosquittoReads`) is taken whole, as no wake would come for it.
+    /// a call): all arrive, in order. It can catch bytes left in the read buffer
+    /// (`CMosquittoReads`), for which no wake would come, when a burst leaves some there.
     @Test(.timeLimit(.minutes(1)))
     func aBurstOfSmallMessagesToALoopArrivesWhole() async throws {
         try await withBroker(.open) { broker in

@@ -542,7 +542,7 @@ import TestSupport
                                 let last = shown.first { $0["id"]?.stringValue == "s\(updates % stickers)" }
                                 if last?["frame"]?["x"]?.doubleValue == Double(1000 + updates) { break }
                             }
-                            #expect(bytes > 1_000_000, "\(bytes) bytes in \(roomFrames) room frames")
+                            #expect(bytes > 2_000_000, "\(bytes) bytes in \(roomFrames) room frames")
                             // And the tab still answers.
                             try await bob.write(.text(#"{"type":"edit","ref":"b1","room":"\#(roomId)","op":"update","sticker":"s0","frame":\#(frame(5))}"#))
                             var answered = false

@@ -36,6 +36,11 @@ int tandem_mosquitto_reads_install(void);
  * the install, or past 2^20, do not: their reads are libmosquitto's own). */
 int tandem_mosquitto_reads_cover(int fd);
 
+/* While on, reads of `fd` serve only what is held and then answer EAGAIN without
+ * reading the socket: a reader that has read enough for one turn takes what is held
+ * (16 KiB at most) and leaves the rest in the kernel, where poll and epoll see it. */
+void tandem_mosquitto_reads_held_only(int fd, int on);
+
 /* Bytes read from the socket and not yet taken by libmosquitto. */
 size_t tandem_mosquitto_reads_buffered(int fd);
 
