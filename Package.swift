@@ -46,8 +46,8 @@ let package = Package(
             pkgConfig: "libmosquitto",
             providers: [.apt(["libmosquitto-dev"])]
         ),
-        // libmosquitto's socket reads through a buffer: one read(2) a wake, not three or
-        // more a packet (its entries for read and close pointed here, nothing else's).
+        // libmosquitto's socket reads through a buffer: one read(2) for up to 16 KiB, not
+        // three or more a packet (its entries for read and close pointed here, nothing else's).
         .target(name: "CMosquittoReads"),
         // glibc's mallopt (the coordinator caps its malloc arenas).
         .systemLibrary(name: "CMalloc"),
