@@ -221,7 +221,7 @@ extension CoordinatorService {
                 let client = clients[index]
                 let stream = streams[index]
                 // On the partition's own thread: the loop that reads its session.
-                running.addTask(executorPreference: loops[index]) { [self] in
+                running.addTask(executorPreference: loops[index].taskExecutor) { [self] in
                     do {
                         var engine = engines.handOut(index)
                         if let knownUsers { engine.setKnownUsers(knownUsers) }

@@ -364,7 +364,7 @@ final class PartitionPipeline {
         let (service, store, access, fence, feed, partition) = (self.service, self.store, self.access, self.fence, self.feed, self.partition)
         let batch = commit.batch
         let grants = commit.access
-        return Task(executorPreference: thread) { () -> (any Error)? in
+        return Task(executorPreference: thread.taskExecutor) { () -> (any Error)? in
             do {
                 try await store.commit(batch)
                 // Read rights change before the step is published: an invitee can read

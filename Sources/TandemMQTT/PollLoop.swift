@@ -9,9 +9,9 @@ import Synchronization
 /// One thread that does a consumer's work and its MQTT sessions' socket I/O, in turns:
 /// wait (in `ppoll(2)` on an epoll set holding the sockets and an eventfd) for a socket,
 /// the eventfd or the next timer; read every socket that is ready (libmosquitto's
-/// callbacks run here); run the Swift jobs that were enqueued (it is a `SerialExecutor`
-/// and a `TaskExecutor`: a task that prefers it, and an actor that uses it, run on this
-/// thread); fire the timers that are due; write what was queued, each socket that has
+/// callbacks run here); run the Swift jobs that were enqueued (it is a `SerialExecutor`,
+/// and ``taskExecutor`` is its `TaskExecutor`: an actor that uses it, and a task that
+/// prefers it, run on this thread); fire the timers that are due; write what was queued, each socket that has
 /// something once. A busy loop then waits for what is left of ``turnSpacing`` before it
 /// polls again, so that what arrives in the meantime is taken in one wake: at load, one
 /// thread switch per turn instead of one per packet, and the publications of a turn
@@ -31,7 +31,7 @@ import Synchronization
 /// `@unchecked Sendable`: the attached clients and the thread's own state are touched
 /// only by the loop thread; what other threads reach (jobs, timers, attach requests,
 /// clients that queued a packet) is behind `shared`, a `Mutex`.
-public final class PollLoop: SerialExecutor, TaskExecutor, @unchecked Sendable {
+public final class PollLoop: SerialExecutor, @unchecked Sendable {
     /// At load, the least time from one turn's wake to the next poll. Zero: poll again at once.
     public let turnSpacing: Duration
     /// Whether a client's write is corked (``ClientCore/driveWrite(corked:)``): worth its
@@ -50,8 +50,15 @@ public final class PollLoop: SerialExecutor, TaskExecutor, @unchecked Sendable {
         var body: @Sendable () -> Void
     }
 
+    /// A job, and whether it came through ``taskExecutor`` (a task's own code, run on no
+    /// actor) rather than as an actor's that uses the loop (run isolated to the loop).
+    struct Job {
+        var job: UnownedJob
+        var onTaskExecutor: Bool
+    }
+
     struct Shared {
-        var jobs: [UnownedJob] = []
+        var jobs: [Job] = []
         var timers: [Timer] = []
         var attaching: [ClientCore] = []
         var detaching: [ObjectIdentifier] = []
@@ -69,6 +76,9 @@ public final class PollLoop: SerialExecutor, TaskExecutor, @unchecked Sendable {
     /// Written (at most once per turn) by another thread that enqueued work.
     let wakeFD: Int32
     let wakePending = Atomic<Bool>(false)
+    /// The Swift jobs the loop has run (added once a turn): what a test reads to see that
+    /// a task's code does not hop.
+    public let jobsRun = Atomic<Int>(0)
     /// The loop thread's id, once it runs (`pthread_self`).
     let threadId = Atomic<UInt>(0)
     let finished = DispatchSemaphore(value: 0)
@@ -116,6 +126,7 @@ public final class PollLoop: SerialExecutor, TaskExecutor, @unchecked Sendable {
         epollFD = ep
         let thread = Thread { [self] in run() }
         thread.name = name
+        taskSide.loop.withLock { $0 = self }
         thread.start()
     }
 
@@ -145,7 +156,10 @@ public final class PollLoop: SerialExecutor, TaskExecutor, @unchecked Sendable {
     // MARK: Executor
 
     public func enqueue(_ job: consuming ExecutorJob) {
-        let job = UnownedJob(job)
+        enqueue(Job(job: UnownedJob(job), onTaskExecutor: false))
+    }
+
+    func enqueue(_ job: Job) {
         shared.withLock { $0.jobs.append(job) }
         wakeUp()
     }
@@ -154,8 +168,33 @@ public final class PollLoop: SerialExecutor, TaskExecutor, @unchecked Sendable {
         UnownedSerialExecutor(ordinary: self)
     }
 
-    public func asUnownedTaskExecutor() -> UnownedTaskExecutor {
-        UnownedTaskExecutor(ordinary: self)
+    /// The loop as a task's preferred executor (`Task(executorPreference:)`): the task's
+    /// own code runs on this thread as on no actor, so that its calls to other
+    /// nonisolated async functions (an `AsyncStream`'s `next()`, a helper of the caller's)
+    /// go on in place. Were it run isolated to the loop, as an actor's job is, each such
+    /// call would be a hop off the loop's isolation: a job enqueued and run again, some
+    /// eleven an event in the coordinator. Its calls to an actor that uses the loop (the
+    /// SQLite writer) still hop there and back.
+    ///
+    /// One for the loop's life, so that every task that prefers the loop prefers the same
+    /// executor. It holds the loop until the loop's thread ends; a job it is given after
+    /// that never runs, as with the loop's own.
+    public var taskExecutor: TaskSide { taskSide }
+
+    private let taskSide = TaskSide()
+
+    /// ``PollLoop/taskExecutor``.
+    public final class TaskSide: TaskExecutor, Sendable {
+        fileprivate let loop = Mutex<PollLoop?>(nil)
+
+        public func enqueue(_ job: consuming ExecutorJob) {
+            let job = UnownedJob(job)
+            loop.withLock { $0 }?.enqueue(Job(job: job, onTaskExecutor: true))
+        }
+
+        public func asUnownedTaskExecutor() -> UnownedTaskExecutor {
+            UnownedTaskExecutor(ordinary: self)
+        }
     }
 
     public func checkIsolated() {
@@ -218,8 +257,8 @@ public final class PollLoop: SerialExecutor, TaskExecutor, @unchecked Sendable {
         threadId.store(Self.currentThreadId, ordering: .releasing)
         defer { finished.signal() }
         let serial = asUnownedSerialExecutor()
-        let task = asUnownedTaskExecutor()
-        var jobs: [UnownedJob] = []
+        let task = taskSide.asUnownedTaskExecutor()
+        var jobs: [Job] = []
         var due: [Timer] = []
         var handBack: [(UInt64, Int32)] = []
         var readyData = [UInt64](repeating: 0, count: 256)
@@ -250,7 +289,14 @@ public final class PollLoop: SerialExecutor, TaskExecutor, @unchecked Sendable {
             }
             handBack.removeAll(keepingCapacity: true)
             for client in attaching { add(client) }
-            for job in jobs { job.runSynchronously(isolatedTo: serial, taskExecutor: task) }
+            if !jobs.isEmpty { jobsRun.add(jobs.count, ordering: .relaxed) }
+            for entry in jobs {
+                if entry.onTaskExecutor {
+                    entry.job.runSynchronously(on: task)
+                } else {
+                    entry.job.runSynchronously(isolatedTo: serial, taskExecutor: task)
+                }
+            }
             for timer in due { timer.body() }
             // What those enqueued runs in this turn too, before anything is written (a
             // step's commit, the commit's end, the publications it lets go), up to a few
@@ -369,6 +415,8 @@ public final class PollLoop: SerialExecutor, TaskExecutor, @unchecked Sendable {
         dirty.removeAll()
         handOver(clients.keys.map { ($0, MOSQ_ERR_SUCCESS.rawValue) })
         for client in late { client.loopFailed(MOSQ_ERR_CONN_LOST.rawValue) }
+        // What the task side held of the loop, let go (the loop is not kept alive by it).
+        taskSide.loop.withLock { $0 = nil }
         threadId.store(0, ordering: .releasing)
     }
 

@@ -56,7 +56,7 @@ import TestSupport
             service: service, partition: 0, group: group, loop: LeaderLoop(engine: engine), thread: thread, client: client,
             store: store, reader: reader, feed: feed, startedAt: WallClock.now(), term: 0, fence: nil, checkpointer: nil,
             access: nil, knownUsers: nil, shared: nil)
-        let running = Task(executorPreference: thread) { try await pipeline.run(inputs: inputs) }
+        let running = Task(executorPreference: thread.taskExecutor) { try await pipeline.run(inputs: inputs) }
         return Parts(thread: thread, service: service, store: store, client: client, feed: feed, running: running, directory: directory)
     }
 

@@ -16,16 +16,47 @@ import TestSupport
     @Test func aTaskThatPrefersTheLoopRunsOnItsThread() async throws {
         let loop = try PollLoop(name: "test-jobs")
         defer { loop.stop() }
-        let onLoop = await Task(executorPreference: loop) { loop.isOnLoopThread }.value
+        let onLoop = await Task(executorPreference: loop.taskExecutor) { loop.isOnLoopThread }.value
         #expect(onLoop)
         // And after a suspension it comes back to the loop.
-        let afterSleep = await Task(executorPreference: loop) { () -> Bool in
+        let afterSleep = await Task(executorPreference: loop.taskExecutor) { () -> Bool in
             try? await Task.sleep(for: .milliseconds(5))
             return loop.isOnLoopThread
         }.value
         #expect(afterSleep)
         #expect(!loop.isOnLoopThread)
     }
+
+    /// A task that prefers the loop runs as on no actor: its calls to nonisolated async
+    /// functions go on in place instead of each being a job of its own (as they were when
+    /// its jobs ran isolated to the loop), and a call to an actor on the loop goes there
+    /// and comes back to the loop's thread.
+    @Test func aTaskOnTheLoopCallsAsyncFunctionsWithoutHopping() async throws {
+        let loop = try PollLoop(name: "test-hops")
+        defer { loop.stop() }
+        let counter = LoopCounter(loop: loop)
+        let before = loop.jobsRun.load(ordering: .relaxed)
+        let (sum, onLoop) = await Task(executorPreference: loop.taskExecutor) { () -> (Int, Bool) in
+            var sum = 0
+            var onLoop = true
+            for i in 0..<1000 {
+                sum += await Self.plain(i)
+                if !loop.isOnLoopThread { onLoop = false }
+            }
+            for _ in 0..<10 { await counter.add() }
+            return (sum, onLoop && loop.isOnLoopThread)
+        }.value
+        #expect(sum == 499_500)
+        #expect(onLoop)
+        #expect(await counter.value == 10)
+        #expect(await counter.allOnLoop)
+        // The task's start and end, and there and back for each of the ten actor calls:
+        // some twenty jobs, not a thousand more.
+        let jobs = loop.jobsRun.load(ordering: .relaxed) - before
+        #expect(jobs < 100, "the task took \(jobs) jobs")
+    }
+
+    nonisolated static func plain(_ i: Int) async -> Int { i }
 
     @Test func anActorOnTheLoopRunsOnItsThread() async throws {
         let loop = try PollLoop(name: "test-actor")
@@ -167,7 +198,7 @@ extension PollLoopTests {
             defer { loop.stop() }
             let a = try client(broker, loop: loop)
             try await a.connect()
-            let spinning = Task(executorPreference: loop) {
+            let spinning = Task(executorPreference: loop.taskExecutor) {
                 while !Task.isCancelled { await Task.yield() }
             }
             let b = try client(broker, loop: nil)
