@@ -481,8 +481,23 @@ actor Tab {
             watchedRoom = nil
             return
         }
-        if roomOut.withLock({ $0 == nil }), quietlyShown(update) { return }
+        if roomOut.withLock({ $0 == nil }), quietlyShown(update) || alreadyShown(update) { return }
         queueRoom(update.replica, takenAt: takenAt)
+    }
+
+    /// Whether `update` is the room as this tab began to show it (or older): the room held
+    /// when the client's stream began (`initial`), or the retained snapshot that
+    /// confirms the version the tab showed from the client's replica. A version's
+    /// content is the coordinator's; what the client lays over it changes only with an
+    /// edit, a receipt or a rollback, which are updates of their own.
+    private func alreadyShown(_ update: RoomUpdate) -> Bool {
+        switch update.cause {
+        case .initial, .snapshot(_, newEpoch: false):
+            guard let shown = shownVersion else { return false }
+            return shown.epoch == update.replica.epoch && update.replica.version <= shown.version
+        default:
+            return false
+        }
     }
 
     /// Whether `update` shows this tab nothing new: the echo of one of its quiet edits
