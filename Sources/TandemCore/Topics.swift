@@ -86,11 +86,29 @@ public struct Topics: Sendable, Equatable {
 
     /// Parses a topic the coordinator received. Returns nil for a topic that is not
     /// Tandem's inbound or whose `{userId}` level is invalid (such a message is dropped).
+    /// A topic's levels, split at each "/" over its UTF-8 bytes (what `split(separator:)`
+    /// on a `Substring` does a `Character` at a time), empty ones kept.
+    static func levels(_ bytes: Substring.UTF8View) -> [Substring] {
+        var levels: [Substring] = []
+        levels.reserveCapacity(6)
+        var start = bytes.startIndex
+        var index = start
+        while index != bytes.endIndex {
+            if bytes[index] == UInt8(ascii: "/") {
+                levels.append(Substring(bytes[start..<index]))
+                start = bytes.index(after: index)
+            }
+            index = bytes.index(after: index)
+        }
+        levels.append(Substring(bytes[start..<bytes.endIndex]))
+        return levels
+    }
+
     public func parseInbound(_ topic: String) -> Inbound? {
         guard topic.hasPrefix(root), topic.utf8.count > root.utf8.count + 1 else { return nil }
         let rest = topic.utf8.dropFirst(root.utf8.count)
         guard rest.first == UInt8(ascii: "/") else { return nil }
-        let levels = Substring(rest.dropFirst()).split(separator: "/", omittingEmptySubsequences: false)
+        let levels = Self.levels(rest.dropFirst())
         switch (levels.count, levels.first) {
         case (4, "rooms") where levels[2] == "events":
             let user = levels[3]

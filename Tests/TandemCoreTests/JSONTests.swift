@@ -93,6 +93,15 @@ import Testing
         #expect(topics.parseInbound("other/v1/rooms/r1/events/alice") == nil)
     }
 
+    /// Levels are split at every "/" byte, as the broker splits them: empty levels are
+    /// levels, and a "/" followed by a combining mark (one `Character`) still ends one.
+    @Test func levelsAreSplitAtEverySlashByte() {
+        #expect(Topics.levels("a//b/".utf8[...]) == ["a", "", "b", ""])
+        #expect(Topics.levels("".utf8[...]) == [""])
+        #expect(Topics.levels("é/\u{301}x".utf8[...]) == ["é", "\u{301}x"])
+        #expect(topics.parseInbound("tandem/v1/rooms/\u{301}r1/events/alice") == .invalid(user: "alice", kind: .room, reason: "invalid roomId in topic", idSource: .field("eventId")))
+    }
+
     @Test func invalidOtherLevelIsAnsweredForTheSender() {
         #expect(topics.parseInbound("tandem/v1/rooms/r%1/events/alice") == .invalid(user: "alice", kind: .room, reason: "invalid roomId in topic", idSource: .field("eventId")))
         #expect(topics.parseInbound("tandem/v1/users/bob/workouts/w1/control/tablet") == .invalid(user: "bob", kind: .workout, reason: "device must be phone or watch", idSource: .field("commandId"), workout: "w1"))
