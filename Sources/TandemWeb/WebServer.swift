@@ -24,14 +24,21 @@ public enum WebServer {
     /// The largest sign-in body read.
     static let maxSignInBytes = 4096
 
+    /// The send buffer a page's socket is given (`SO_SNDBUF`; the kernel doubles it for
+    /// its bookkeeping). A page on a slow link, or one that stopped reading, holds that
+    /// and SwiftNIO's 64 KiB before the tab's writer waits; without it Linux lets a
+    /// socket's buffer grow to `tcp_wmem`'s largest, 4 MB, which a few thousand stalled
+    /// pages would take from the kernel. A room frame of a hundred stickers is 16 KB.
+    public static let pageSendBufferBytes = 64 << 10
+
     /// The page's folder among this module's resources.
     public static var pageDirectory: String {
         Bundle.module.resourceURL!.appendingPathComponent("Public").path
     }
 
     /// The router: everything above, around `store`.
-    public static func router(store: SessionStore, pageDirectory: String = WebServer.pageDirectory) -> Router<BasicWebSocketRequestContext> {
-        let router = Router(context: BasicWebSocketRequestContext.self)
+    public static func router(store: SessionStore, pageDirectory: String = WebServer.pageDirectory) -> Router<WebRequestContext> {
+        let router = Router(context: WebRequestContext.self)
         router.middlewares.add(FileMiddleware(pageDirectory, searchForIndexHtml: true))
 
         router.get("/healthz") { _, _ in
@@ -76,6 +83,11 @@ public enum WebServer {
             }
             return .upgrade([:])
         } onUpgrade: { inbound, outbound, context in
+            // A page that stops reading holds at most this much of the kernel's memory
+            // (the default grows to 4 MB a socket); past it the tab's writer waits and
+            // the page gets the latest room, not every one.
+            _ = try? await context.requestContext.channel.setOption(
+                ChannelOptions.socketOption(.so_sndbuf), value: SocketOptionValue(pageSendBufferBytes)).get()
             guard let session = await store.session(token: context.request.cookies[cookieName]?.value) else {
                 try await outbound.write(.text(PageJSON.signedOut.text))
                 return
@@ -176,5 +188,20 @@ public enum WebServer {
             status: status,
             headers: [.contentType: "application/json", .cacheControl: "no-store"],
             body: ResponseBody(byteBuffer: ByteBuffer(bytes: body.serialized())))
+    }
+}
+
+/// The request context of tandem-web's routes: hummingbird-websocket's, and the
+/// connection's channel, so that a tab can set its socket's send buffer
+/// (``WebServer/pageSendBufferBytes``).
+public struct WebRequestContext: RequestContext, WebSocketRequestContext {
+    public var coreContext: CoreRequestContextStorage
+    public let webSocket: WebSocketHandlerReference<Self>
+    let channel: any Channel
+
+    public init(source: ApplicationRequestContextSource) {
+        coreContext = .init(source: source)
+        webSocket = .init()
+        channel = source.channel
     }
 }

@@ -11,6 +11,7 @@ saves a screenshot under $TANDEM_SCREENSHOTS (default .build/browser-screenshots
 Exits 0 when every check passed; prints "N passed, N failed" last.
 """
 import argparse
+import base64
 import json
 import os
 import random
@@ -98,6 +99,64 @@ class System:
                                   capture_output=True, text=True).stdout.split()
         for pid in leftover:
             os.kill(int(pid), signal.SIGKILL)
+
+
+class RawTab:
+    """A tab that is not a browser: a WebSocket written by hand over a socket whose receive
+    buffer can be made small (`rcvbuf`), so that a page that stops reading fills it, and
+    tandem-web's socket behind it, within a few dozen frames."""
+
+    def __init__(self, port, cookie, rcvbuf=None):
+        self.sock = socket.socket()
+        if rcvbuf:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        self.sock.settimeout(20)
+        self.sock.connect(("127.0.0.1", port))
+        key = base64.b64encode(os.urandom(16)).decode()
+        self.sock.sendall((f"GET /ws HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\n"
+                           f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n"
+                           f"Cookie: tandem_session={cookie}\r\n\r\n").encode())
+        self.buffer = b""
+        while b"\r\n\r\n" not in self.buffer:
+            self.buffer += self._read()
+        head, self.buffer = self.buffer.split(b"\r\n\r\n", 1)
+        assert head.startswith(b"HTTP/1.1 101"), head.decode(errors="replace")
+        self.bytes_read = 0
+
+    def _read(self):
+        chunk = self.sock.recv(65536)
+        if not chunk:
+            raise ConnectionError("tandem-web closed the socket")
+        return chunk
+
+    def send(self, frame):
+        payload, mask = json.dumps(frame).encode(), os.urandom(4)
+        head = bytes([0x81]) + (bytes([0x80 | len(payload)]) if len(payload) < 126
+                                 else bytes([0x80 | 126]) + struct.pack(">H", len(payload)))
+        self.sock.sendall(head + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload)))
+
+    def _take(self, count):
+        while len(self.buffer) < count:
+            self.buffer += self._read()
+        taken, self.buffer = self.buffer[:count], self.buffer[count:]
+        self.bytes_read += count
+        return taken
+
+    def frame(self):
+        """The next text frame, parsed (tandem-web sends them whole and unmasked)."""
+        while True:
+            first, second = self._take(2)
+            length = second & 0x7F
+            if length == 126:
+                length = struct.unpack(">H", self._take(2))[0]
+            elif length == 127:
+                length = struct.unpack(">Q", self._take(8))[0]
+            payload = self._take(length)
+            if first & 0x0F == 1:
+                return json.loads(payload)
+
+    def close(self):
+        self.sock.close()
 
 
 def side_by_side(browser, names, out):
@@ -725,6 +784,71 @@ def run(system):
             expect(bob.locator("#messages .older-marker")).to_contain_text("the start of the conversation")
             shot(bob, "17-bob-scrolled-to-older-history")
         check("older history loads on scroll", older_history_on_scroll)
+
+        def a_page_that_stops_reading_holds_nobody_up():
+            # A room of alice's with 20 stickers (room frames of some 3 KB), shown on two
+            # more tabs of bob's: one reads, one stops reading with a receive buffer of
+            # 4 KB. Alice moves a sticker 300 times (at her session's pace, 50 frames a
+            # second). tandem-web's socket to the stuck tab fills (its send buffer is
+            # bounded: WebServer.pageSendBufferBytes) and its writer waits. Bob's other tab
+            # (same session, same client) keeps up; the stuck one, once it reads, gets the
+            # latest room without every version in between, and still answers.
+            def cookie(context):
+                return [c for c in context.cookies() if c["name"] == "tandem_session"][0]["value"]
+
+            def answered(tab, ref):
+                while not (lambda f: f.get("type") == "receipt" and f.get("ref") == ref)(tab.frame()):
+                    pass
+            sender = RawTab(system.http_port, cookie(alice_context))
+            stuck = RawTab(system.http_port, cookie(bob_context), rcvbuf=4096)
+            follower = RawTab(system.http_port, cookie(bob_context))
+            try:
+                suffix = "".join(random.choices(string.ascii_lowercase, k=5))
+                busy, sticker, moves = f"stuck-{suffix}", "moved", 300
+
+                def at(x):
+                    return {"x": x, "y": 40, "width": 80, "height": 80}
+                sender.send({"type": "watch", "room": busy})
+                for index in range(20):
+                    sender.send({"type": "edit", "ref": f"c{index}", "room": busy, "op": "create", "sticker": f"still-{index}",
+                                 "image": "heart", "frame": at(10 * index)})
+                sender.send({"type": "edit", "ref": "make", "room": busy, "op": "create", "sticker": sticker,
+                             "image": "star", "frame": at(0)})
+                sender.send({"type": "member", "ref": "invite", "room": busy, "op": "invite", "member": "bob"})
+                answered(sender, "invite")
+                stuck.send({"type": "watch", "room": busy})
+                follower.send({"type": "watch", "room": busy})
+
+                def shows(frame, x):
+                    return frame.get("type") == "room" and any(
+                        s["id"] == sticker and s["frame"]["x"] == x for s in frame.get("stickers", []))
+                while not shows(follower.frame(), 0):
+                    pass
+                started = time.monotonic()
+                for move in range(1, moves + 1):
+                    sender.send({"type": "edit", "ref": f"m{move}", "room": busy, "op": "update", "sticker": sticker,
+                                 "frame": at(move)})
+                while not shows(follower.frame(), moves):
+                    pass
+                print(f"     bob's reading tab had the last of {moves} moves {time.monotonic() - started:.1f} s after the first was sent")
+                versions, rooms = [], 0
+                while True:
+                    frame = stuck.frame()
+                    if frame.get("type") != "room" or frame.get("room") != busy:
+                        continue
+                    rooms += 1
+                    versions.append(frame["version"])
+                    if shows(frame, moves):
+                        break
+                assert versions == sorted(versions), f"the stuck tab's versions went back: {versions}"
+                assert rooms < moves / 2, f"the stuck tab was sent {rooms} room frames ({stuck.bytes_read} bytes) for {moves} moves"
+                print(f"     the stuck tab then read {rooms} room frames ({stuck.bytes_read} bytes) for {moves} moves")
+                stuck.send({"type": "edit", "ref": "after", "room": busy, "op": "update", "sticker": sticker, "frame": at(5)})
+                answered(stuck, "after")
+            finally:
+                for tab in (sender, stuck, follower):
+                    tab.close()
+        check("a tab that stops reading holds up neither the room nor its own session's other tab", a_page_that_stops_reading_holds_nobody_up)
 
         def workout_card():
             workout = "run-" + "".join(random.choices(string.ascii_lowercase, k=5))
