@@ -11,8 +11,8 @@ import Synchronization
 /// the eventfd or the next timer; read every socket that is ready (libmosquitto's
 /// callbacks run here); run the Swift jobs that were enqueued (it is a `SerialExecutor`,
 /// and ``taskExecutor`` is its `TaskExecutor`: an actor that uses it, and a task that
-/// prefers it, run on this thread); fire the timers that are due; write what was queued, each socket that has
-/// something once. A busy loop then waits for what is left of ``turnSpacing`` before it
+/// prefers it, run on this thread); fire the timers that are due; write what was
+/// queued, each socket that has something once. A busy loop then waits for what is left of ``turnSpacing`` before it
 /// polls again, so that what arrives in the meantime is taken in one wake: at load, one
 /// thread switch per turn instead of one per packet, and the publications of a turn
 /// written back to back.
