@@ -84,8 +84,6 @@ public struct Topics: Sendable, Equatable {
         case invalid(user: String, kind: Receipt.Kind, reason: String, idSource: ReceiptIdSource, workout: String? = nil)
     }
 
-    /// Parses a topic the coordinator received. Returns nil for a topic that is not
-    /// Tandem's inbound or whose `{userId}` level is invalid (such a message is dropped).
     /// A topic's levels, split at each "/" over its UTF-8 bytes (what `split(separator:)`
     /// on a `Substring` does a `Character` at a time), empty ones kept.
     static func levels(_ bytes: Substring.UTF8View) -> [Substring] {
@@ -104,6 +102,8 @@ public struct Topics: Sendable, Equatable {
         return levels
     }
 
+    /// Parses a topic the coordinator received. Returns nil for a topic that is not
+    /// Tandem's inbound or whose `{userId}` level is invalid (such a message is dropped).
     public func parseInbound(_ topic: String) -> Inbound? {
         guard topic.hasPrefix(root), topic.utf8.count > root.utf8.count + 1 else { return nil }
         let rest = topic.utf8.dropFirst(root.utf8.count)

@@ -12,10 +12,10 @@ import Synchronization
 /// callbacks run here); run the Swift jobs that were enqueued (it is a `SerialExecutor`,
 /// and ``taskExecutor`` is its `TaskExecutor`: an actor that uses it, and a task that
 /// prefers it, run on this thread); fire the timers that are due; write what was
-/// queued, each socket that has something once. A busy loop then waits for what is left of ``turnSpacing`` before it
-/// polls again, so that what arrives in the meantime is taken in one wake: at load, one
-/// thread switch per turn instead of one per packet, and the publications of a turn
-/// written back to back.
+/// queued, each socket that has something once. A busy loop then waits for what is
+/// left of ``turnSpacing`` before it polls again, so that what arrives in the meantime
+/// is taken in one wake: at load, one thread switch per turn instead of one per packet,
+/// and the publications of a turn written back to back.
 ///
 /// A turn costs what is ready, not how many sockets are attached: epoll says which
 /// sockets are readable, and only the sessions that queued a packet (``ClientCore/kick()``)
@@ -52,13 +52,13 @@ public final class PollLoop: SerialExecutor, @unchecked Sendable {
 
     /// A job, and whether it came through ``taskExecutor`` (a task's own code, run on no
     /// actor) rather than as an actor's that uses the loop (run isolated to the loop).
-    struct Job {
+    struct LoopJob {
         var job: UnownedJob
         var onTaskExecutor: Bool
     }
 
     struct Shared {
-        var jobs: [Job] = []
+        var jobs: [LoopJob] = []
         var timers: [Timer] = []
         var attaching: [ClientCore] = []
         var detaching: [ObjectIdentifier] = []
@@ -76,9 +76,9 @@ public final class PollLoop: SerialExecutor, @unchecked Sendable {
     /// Written (at most once per turn) by another thread that enqueued work.
     let wakeFD: Int32
     let wakePending = Atomic<Bool>(false)
-    /// The Swift jobs the loop has run (added once a turn): what a test reads to see that
-    /// a task's code does not hop.
-    public let jobsRun = Atomic<Int>(0)
+    /// The Swift jobs the loop has run (added once a pass over them): what a test reads
+    /// to see that a task's code does not hop.
+    let jobsRun = Atomic<Int>(0)
     /// The loop thread's id, once it runs (`pthread_self`).
     let threadId = Atomic<UInt>(0)
     let finished = DispatchSemaphore(value: 0)
@@ -156,10 +156,10 @@ public final class PollLoop: SerialExecutor, @unchecked Sendable {
     // MARK: Executor
 
     public func enqueue(_ job: consuming ExecutorJob) {
-        enqueue(Job(job: UnownedJob(job), onTaskExecutor: false))
+        enqueue(LoopJob(job: UnownedJob(job), onTaskExecutor: false))
     }
 
-    func enqueue(_ job: Job) {
+    func enqueue(_ job: LoopJob) {
         shared.withLock { $0.jobs.append(job) }
         wakeUp()
     }
@@ -173,8 +173,9 @@ public final class PollLoop: SerialExecutor, @unchecked Sendable {
     /// nonisolated async functions (an `AsyncStream`'s `next()`, a helper of the caller's)
     /// go on in place. Were it run isolated to the loop, as an actor's job is, each such
     /// call would be a hop off the loop's isolation: a job enqueued and run again, some
-    /// eleven an event in the coordinator. Its calls to an actor that uses the loop (the
-    /// SQLite writer) still hop there and back.
+    /// eleven an event in the coordinator. A call to an actor that uses the loop (the
+    /// SQLite writer) is a job to enter it and one to come back: two, where it was one
+    /// (only the return) when the task's code ran isolated to the loop.
     ///
     /// One for the loop's life, so that every task that prefers the loop prefers the same
     /// executor. It holds the loop until the loop's thread ends; a job it is given after
@@ -189,7 +190,7 @@ public final class PollLoop: SerialExecutor, @unchecked Sendable {
 
         public func enqueue(_ job: consuming ExecutorJob) {
             let job = UnownedJob(job)
-            loop.withLock { $0 }?.enqueue(Job(job: job, onTaskExecutor: true))
+            loop.withLock { $0 }?.enqueue(LoopJob(job: job, onTaskExecutor: true))
         }
 
         public func asUnownedTaskExecutor() -> UnownedTaskExecutor {
@@ -258,7 +259,7 @@ public final class PollLoop: SerialExecutor, @unchecked Sendable {
         defer { finished.signal() }
         let serial = asUnownedSerialExecutor()
         let task = taskSide.asUnownedTaskExecutor()
-        var jobs: [Job] = []
+        var jobs: [LoopJob] = []
         var due: [Timer] = []
         var handBack: [(UInt64, Int32)] = []
         var readyData = [UInt64](repeating: 0, count: 256)

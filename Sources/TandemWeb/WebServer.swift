@@ -86,8 +86,12 @@ public enum WebServer {
             // A page that stops reading holds at most this much of the kernel's memory
             // (the default grows to 4 MB a socket); past it the tab's writer waits and
             // the page gets the latest room, not every one.
-            _ = try? await context.requestContext.channel.setOption(
-                ChannelOptions.socketOption(.so_sndbuf), value: SocketOptionValue(pageSendBufferBytes)).get()
+            do {
+                try await context.requestContext.channel.setOption(
+                    ChannelOptions.socketOption(.so_sndbuf), value: SocketOptionValue(pageSendBufferBytes)).get()
+            } catch {
+                context.logger.debug("the page's socket keeps its send buffer", metadata: ["error": "\(error)"])
+            }
             guard let session = await store.session(token: context.request.cookies[cookieName]?.value) else {
                 try await outbound.write(.text(PageJSON.signedOut.text))
                 return

@@ -284,6 +284,8 @@ import TestSupport
     /// A tab that starts watching a room gets each version of it once: not the room as
     /// its session's client holds it and then again as the stream's first update (a
     /// second tab of the same session) or as the retained snapshot that confirms it.
+    /// (The room stays quiet and bob edits nothing: a change that did not apply, or an
+    /// edit of his own, would show a version again, rightly.)
     @Test(.timeLimit(.minutes(1)))
     func aWatchedRoomIsShownOnceAVersion() async throws {
         try await withBroker(.shipped) { broker in

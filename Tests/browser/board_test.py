@@ -108,6 +108,13 @@ class RawTab:
 
     def __init__(self, port, cookie, rcvbuf=None):
         self.sock = socket.socket()
+        try:
+            self._open(port, cookie, rcvbuf)
+        except BaseException:
+            self.sock.close()
+            raise
+
+    def _open(self, port, cookie, rcvbuf):
         if rcvbuf:
             self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
         self.sock.settimeout(20)
@@ -143,7 +150,9 @@ class RawTab:
         return taken
 
     def frame(self):
-        """The next text frame, parsed (tandem-web sends them whole and unmasked)."""
+        """The next text frame, parsed. tandem-web sends each message as one unmasked frame
+        (no fragments, no compression); its pings (every 30 s) go unanswered, so a check
+        using this finishes well within a minute."""
         while True:
             first, second = self._take(2)
             length = second & 0x7F
@@ -799,10 +808,14 @@ def run(system):
             def answered(tab, ref):
                 while not (lambda f: f.get("type") == "receipt" and f.get("ref") == ref)(tab.frame()):
                     pass
-            sender = RawTab(system.http_port, cookie(alice_context))
-            stuck = RawTab(system.http_port, cookie(bob_context), rcvbuf=4096)
-            follower = RawTab(system.http_port, cookie(bob_context))
+            tabs = []
             try:
+                sender = RawTab(system.http_port, cookie(alice_context))
+                tabs.append(sender)
+                stuck = RawTab(system.http_port, cookie(bob_context), rcvbuf=4096)
+                tabs.append(stuck)
+                follower = RawTab(system.http_port, cookie(bob_context))
+                tabs.append(follower)
                 suffix = "".join(random.choices(string.ascii_lowercase, k=5))
                 busy, sticker, moves = f"stuck-{suffix}", "moved", 300
 
@@ -846,7 +859,7 @@ def run(system):
                 stuck.send({"type": "edit", "ref": "after", "room": busy, "op": "update", "sticker": sticker, "frame": at(5)})
                 answered(stuck, "after")
             finally:
-                for tab in (sender, stuck, follower):
+                for tab in tabs:
                     tab.close()
         check("a tab that stops reading holds up neither the room nor its own session's other tab", a_page_that_stops_reading_holds_nobody_up)
 
