@@ -139,4 +139,26 @@ import Testing
             #expect(try db.queryOne("SELECT count(*) FROM t WHERE k = ?1", [.text(long)]) { $0.int64(0) } == 1)
         }
     }
+
+    /// The statement cache keys SQL by its length and tail: statements that share both
+    /// are still told apart, and the same SQL borrowed inside its own row callback (a
+    /// second copy prepared) leaves one copy cached that still works.
+    @Test func cachedStatementsAreToldApartAndANestedCopyIsKeptOnce() async throws {
+        try await withTemporaryDirectory { dir in
+            let db = try SQLiteConnection(path: "\(dir)/t.sqlite")
+            try db.execute("CREATE TABLE t(k INTEGER)")
+            for k in 1...3 { try db.run("INSERT INTO t VALUES (?1)", [.integer(Int64(k))]) }
+            let tail = String(repeating: " ", count: 40) + "FROM t WHERE k >= ?1 ORDER BY k"
+            let sums = "SELECT k + 100 " + tail, plain = "SELECT k + 200 " + tail
+            #expect(sums.utf8.count == plain.utf8.count)
+            #expect(try db.query(sums, [2]) { $0.int64(0) } == [102, 103])
+            #expect(try db.query(plain, [2]) { $0.int64(0) } == [202, 203])
+            let nested = try db.query(sums, [1]) { row in
+                try db.query(sums, [.integer(row.int64(0) - 100)]) { $0.int64(0) }.count
+            }
+            #expect(nested == [3, 2, 1])
+            #expect(try db.query(sums, [3]) { $0.int64(0) } == [103])
+            #expect(try db.query(plain, [3]) { $0.int64(0) } == [203])
+        }
+    }
 }
