@@ -27,6 +27,22 @@ import TestSupport
         return (WebServer.application(store: store, host: "127.0.0.1", port: 0, logger: logger), store)
     }
 
+    /// A coordinator and the app over a shipped broker, alice and bob signed in: `body`
+    /// gets the test client and their two session cookies.
+    static func withAliceAndBob(
+        coordinatorArguments: [String] = [], framesPerSecond: Double = 50, frameBurst: Double = 100,
+        _ body: @escaping @Sendable (any TestClientProtocol, String, String) async throws -> Void
+    ) async throws {
+        try await withBroker(.shipped) { broker in
+            let coordinator = try await CoordinatorProcess.start(broker: broker, arguments: coordinatorArguments)
+            defer { Task { await coordinator.kill() } }
+            let (app, _) = try Self.app(broker: broker, framesPerSecond: framesPerSecond, frameBurst: frameBurst)
+            try await app.test(.live) { client in
+                try await body(client, try await Self.signIn(client, "alice"), try await Self.signIn(client, "bob"))
+            }
+        }
+    }
+
     static func body(_ json: JSON) -> ByteBuffer { ByteBuffer(bytes: json.serialized()) }
 
     static func json(_ response: TestResponse) -> JSON? { try? JSON.parse(response.body.readableBytesView) }
@@ -288,63 +304,56 @@ import TestSupport
     /// edit of his own, would show a version again, rightly.)
     @Test(.timeLimit(.minutes(1)))
     func aWatchedRoomIsShownOnceAVersion() async throws {
-        try await withBroker(.shipped) { broker in
-            let coordinator = try await CoordinatorProcess.start(broker: broker)
-            defer { Task { await coordinator.kill() } }
-            let (app, _) = try Self.app(broker: broker)
-            try await app.test(.live) { client in
-                let aliceCookie = try await Self.signIn(client, "alice")
-                let bobCookie = try await Self.signIn(client, "bob")
-                let roomId = "web-once"
-                let aliceFrames = LockedBox<[JSON]>([])
-                try await client.ws("/ws", configuration: .init(additionalHeaders: [.cookie: aliceCookie])) { aliceIn, alice, _ in
-                    try await withThrowingTaskGroup(of: Void.self) { group in
-                        group.addTask {
-                            for try await message in aliceIn.messages(maxSize: 1 << 20) {
-                                if case .text(let text) = message, let frame = try? JSON.parse(text) { aliceFrames.update { $0.append(frame) } }
-                            }
+        try await Self.withAliceAndBob { client, aliceCookie, bobCookie in
+            let roomId = "web-once"
+            let aliceFrames = LockedBox<[JSON]>([])
+            try await client.ws("/ws", configuration: .init(additionalHeaders: [.cookie: aliceCookie])) { aliceIn, alice, _ in
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    group.addTask {
+                        for try await message in aliceIn.messages(maxSize: 1 << 20) {
+                            if case .text(let text) = message, let frame = try? JSON.parse(text) { aliceFrames.update { $0.append(frame) } }
                         }
-                        try await alice.write(.text(#"{"type":"watch","room":"\#(roomId)"}"#))
-                        try await alice.write(.text(#"{"type":"edit","ref":"c1","room":"\#(roomId)","op":"create","sticker":"s1","image":"star","frame":{"x":10,"y":20,"width":100,"height":100}}"#))
-                        try await alice.write(.text(#"{"type":"member","ref":"i1","room":"\#(roomId)","op":"invite","member":"bob"}"#))
-                        for ref in ["c1", "i1"] {
-                            let receipt = try await Self.frame(in: aliceFrames) { $0["type"]?.stringValue == "receipt" && $0["ref"]?.stringValue == ref }
-                            #expect(receipt["status"]?.stringValue == "accepted", "\(receipt.text)")
-                        }
-                        // Bob's first tab, then a second one while the first still shows the room.
-                        let bobFrames = [LockedBox<[JSON]>([]), LockedBox<[JSON]>([])]
-                        @Sendable func bobTab(_ index: Int, then: @escaping @Sendable () async throws -> Void) async throws {
-                            try await client.ws("/ws", configuration: .init(additionalHeaders: [.cookie: bobCookie])) { bobIn, bob, _ in
-                                try await withThrowingTaskGroup(of: Void.self) { tab in
-                                    tab.addTask {
-                                        for try await message in bobIn.messages(maxSize: 1 << 20) {
-                                            if case .text(let text) = message, let frame = try? JSON.parse(text), frame["type"]?.stringValue == "room" {
-                                                bobFrames[index].update { $0.append(frame) }
-                                            }
+                    }
+                    try await alice.write(.text(#"{"type":"watch","room":"\#(roomId)"}"#))
+                    try await alice.write(.text(#"{"type":"edit","ref":"c1","room":"\#(roomId)","op":"create","sticker":"s1","image":"star","frame":{"x":10,"y":20,"width":100,"height":100}}"#))
+                    try await alice.write(.text(#"{"type":"member","ref":"i1","room":"\#(roomId)","op":"invite","member":"bob"}"#))
+                    for ref in ["c1", "i1"] {
+                        let receipt = try await Self.frame(in: aliceFrames) { $0["type"]?.stringValue == "receipt" && $0["ref"]?.stringValue == ref }
+                        #expect(receipt["status"]?.stringValue == "accepted", "\(receipt.text)")
+                    }
+                    // Bob's first tab, then a second one while the first still shows the room.
+                    let bobFrames = [LockedBox<[JSON]>([]), LockedBox<[JSON]>([])]
+                    @Sendable func bobTab(_ index: Int, then: @escaping @Sendable () async throws -> Void) async throws {
+                        try await client.ws("/ws", configuration: .init(additionalHeaders: [.cookie: bobCookie])) { bobIn, bob, _ in
+                            try await withThrowingTaskGroup(of: Void.self) { tab in
+                                tab.addTask {
+                                    for try await message in bobIn.messages(maxSize: 1 << 20) {
+                                        if case .text(let text) = message, let frame = try? JSON.parse(text), frame["type"]?.stringValue == "room" {
+                                            bobFrames[index].update { $0.append(frame) }
                                         }
                                     }
-                                    try await bob.write(.text(#"{"type":"watch","room":"\#(roomId)"}"#))
-                                    _ = try await Self.frame(in: bobFrames[index]) { frame in
-                                        guard case .array(let stickers)? = frame["stickers"] else { return false }
-                                        return stickers.contains { $0["id"]?.stringValue == "s1" }
-                                    }
-                                    // Whatever else was coming for the watch has come by then.
-                                    try await Task.sleep(for: .seconds(1))
-                                    try await then()
-                                    try await bob.close(.normalClosure, reason: nil)
-                                    tab.cancelAll()
                                 }
+                                try await bob.write(.text(#"{"type":"watch","room":"\#(roomId)"}"#))
+                                _ = try await Self.frame(in: bobFrames[index]) { frame in
+                                    guard case .array(let stickers)? = frame["stickers"] else { return false }
+                                    return stickers.contains { $0["id"]?.stringValue == "s1" }
+                                }
+                                // Whatever else was coming for the watch has come by then.
+                                try await Task.sleep(for: .seconds(1))
+                                try await then()
+                                try await bob.close(.normalClosure, reason: nil)
+                                tab.cancelAll()
                             }
                         }
-                        try await bobTab(0) { try await bobTab(1) {} }
-                        for (index, frames) in bobFrames.enumerated() {
-                            let versions = frames.get().compactMap { $0["version"]?.int64Value }
-                            #expect(!versions.isEmpty)
-                            #expect(Set(versions).count == versions.count, "bob's tab \(index + 1) was shown the versions \(versions)")
-                        }
-                        try await alice.close(.normalClosure, reason: nil)
-                        group.cancelAll()
                     }
+                    try await bobTab(0) { try await bobTab(1) {} }
+                    for (index, frames) in bobFrames.enumerated() {
+                        let versions = frames.get().compactMap { $0["version"]?.int64Value }
+                        #expect(!versions.isEmpty)
+                        #expect(Set(versions).count == versions.count, "bob's tab \(index + 1) was shown the versions \(versions)")
+                    }
+                    try await alice.close(.normalClosure, reason: nil)
+                    group.cancelAll()
                 }
             }
         }
@@ -355,165 +364,158 @@ import TestSupport
     /// reaches alice's tab, and the restore reaches both.
     @Test(.timeLimit(.minutes(2)))
     func undoRedoHistoryRestoreAndCursorsThroughTabs() async throws {
-        try await withBroker(.shipped) { broker in
-            let coordinator = try await CoordinatorProcess.start(broker: broker)
-            defer { Task { await coordinator.kill() } }
-            let (app, _) = try Self.app(broker: broker)
-            try await app.test(.live) { client in
-                let aliceCookie = try await Self.signIn(client, "alice")
-                let bobCookie = try await Self.signIn(client, "bob")
-                let roomId = "web-undo"
-                let aliceFrames = LockedBox<[JSON]>([]), bobFrames = LockedBox<[JSON]>([])
-                try await client.ws("/ws", configuration: .init(additionalHeaders: [.cookie: aliceCookie])) { aliceIn, alice, _ in
-                    try await withThrowingTaskGroup(of: Void.self) { group in
-                        group.addTask {
-                            for try await message in aliceIn.messages(maxSize: 1 << 20) {
-                                if case .text(let text) = message, let frame = try? JSON.parse(text) { aliceFrames.update { $0.append(frame) } }
-                            }
+        try await Self.withAliceAndBob { client, aliceCookie, bobCookie in
+            let roomId = "web-undo"
+            let aliceFrames = LockedBox<[JSON]>([]), bobFrames = LockedBox<[JSON]>([])
+            try await client.ws("/ws", configuration: .init(additionalHeaders: [.cookie: aliceCookie])) { aliceIn, alice, _ in
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    group.addTask {
+                        for try await message in aliceIn.messages(maxSize: 1 << 20) {
+                            if case .text(let text) = message, let frame = try? JSON.parse(text) { aliceFrames.update { $0.append(frame) } }
                         }
-                        @Sendable func send(_ text: String) async throws { try await alice.write(.text(text)) }
-                        @Sendable func receipt(_ ref: String) async throws -> JSON {
-                            try await Self.frame(in: aliceFrames) { $0["type"]?.stringValue == "receipt" && $0["ref"]?.stringValue == ref }
-                        }
-                        @Sendable func undoResult(_ ref: String) async throws -> JSON {
-                            try await Self.frame(in: aliceFrames) { $0["type"]?.stringValue == "undoResult" && $0["ref"]?.stringValue == ref }
-                        }
-                        /// The next room frame (after what was read so far) where s1 is at `x`.
-                        @Sendable func room(in frames: LockedBox<[JSON]>, from: Int, s1At x: Double) async throws -> JSON {
-                            try await Self.frame(in: frames, from: from) { frame in
-                                guard frame["type"]?.stringValue == "room", case .array(let stickers)? = frame["stickers"] else { return false }
-                                return stickers.first { $0["id"]?.stringValue == "s1" }?["frame"]?["x"]?.doubleValue == x
-                            }
-                        }
-
-                        try await send(#"{"type":"watch","room":"\#(roomId)"}"#)
-                        try await send(#"{"type":"edit","ref":"c1","room":"\#(roomId)","op":"create","sticker":"s1","image":"star","frame":{"x":10,"y":20,"width":100,"height":100}}"#)
-                        try await send(#"{"type":"edit","ref":"c2","room":"\#(roomId)","op":"release","sticker":"s1"}"#)
-                        try await send(#"{"type":"member","ref":"i1","room":"\#(roomId)","op":"invite","member":"bob"}"#)
-                        for ref in ["c1", "c2", "i1"] { #expect(try await receipt(ref)["status"]?.stringValue == "accepted") }
-                        var mark = aliceFrames.get().count
-                        // A drag: its first update, two that continue it, the release.
-                        try await send(#"{"type":"edit","ref":"u1","room":"\#(roomId)","op":"update","sticker":"s1","frame":{"x":100,"y":20,"width":100,"height":100}}"#)
-                        try await send(#"{"type":"edit","ref":"u2","room":"\#(roomId)","op":"update","sticker":"s1","frame":{"x":200,"y":20,"width":100,"height":100},"continues":true}"#)
-                        try await send(#"{"type":"edit","ref":"u3","room":"\#(roomId)","op":"update","sticker":"s1","frame":{"x":300,"y":20,"width":100,"height":100},"continues":true}"#)
-                        try await send(#"{"type":"edit","ref":"u4","room":"\#(roomId)","op":"release","sticker":"s1"}"#)
-                        for ref in ["u1", "u4"] { #expect(try await receipt(ref)["status"]?.stringValue == "accepted") }
-                        // The continuing updates are answered only when refused (the page shows
-                        // the drag itself); their receipts would have come before the release's.
-                        #expect(!aliceFrames.get().contains { $0["type"]?.stringValue == "receipt" && ["u2", "u3"].contains($0["ref"]?.stringValue ?? "") })
-                        _ = try await room(in: aliceFrames, from: mark, s1At: 300)
-                        _ = try await Self.frame(in: aliceFrames, from: mark) { $0["type"]?.stringValue == "room" && $0["canUndo"] == .bool(true) }
-
-                        // One undo takes back the whole drag, and it can be redone.
-                        mark = aliceFrames.get().count
-                        try await send(#"{"type":"undo","ref":"z1","room":"\#(roomId)"}"#)
-                        do { let r = try await undoResult("z1"); #expect(r["status"]?.stringValue == "accepted", "\(r)") }
-                        _ = try await room(in: aliceFrames, from: mark, s1At: 10)
-                        _ = try await Self.frame(in: aliceFrames, from: mark) { $0["type"]?.stringValue == "room" && $0["canRedo"] == .bool(true) }
-                        // Redo: it is where the drag ended again.
-                        mark = aliceFrames.get().count
-                        try await send(#"{"type":"redo","ref":"y1","room":"\#(roomId)"}"#)
-                        do { let r = try await undoResult("y1"); #expect(r["status"]?.stringValue == "accepted", "\(r)") }
-                        _ = try await room(in: aliceFrames, from: mark, s1At: 300)
-
-                        // The history: newest first, with who did what.
-                        try await send(#"{"type":"roomHistory","room":"\#(roomId)"}"#)
-                        let history = try await Self.frame(in: aliceFrames) { $0["type"]?.stringValue == "roomHistory" }
-                        guard case .array(let entries)? = history["entries"] else { Issue.record("no entries: \(history)"); return }
-                        let versions = entries.compactMap { $0["version"]?.int64Value }
-                        #expect(versions == versions.sorted(by: >) && versions.count >= 6, "\(versions)")
-                        #expect(entries.first?["userId"]?.stringValue == "alice")
-                        let created = try #require(entries.first { $0["type"]?.stringValue == "create" }?["version"]?.int64Value)
-                        #expect(entries.contains { $0["type"]?.stringValue == "invite" })
-
-                        let redone = aliceFrames.get().count
-                        try await client.ws("/ws", configuration: .init(additionalHeaders: [.cookie: bobCookie])) { bobIn, bob, _ in
-                            try await withThrowingTaskGroup(of: Void.self) { bobGroup in
-                                bobGroup.addTask {
-                                    for try await message in bobIn.messages(maxSize: 1 << 20) {
-                                        if case .text(let text) = message, let frame = try? JSON.parse(text) { bobFrames.update { $0.append(frame) } }
-                                    }
-                                }
-                                try await bob.write(.text(#"{"type":"watch","room":"\#(roomId)"}"#))
-                                _ = try await room(in: bobFrames, from: 0, s1At: 300)
-
-                                // bob holds s1: alice's undo is refused, and says who holds it.
-                                try await bob.write(.text(#"{"type":"edit","ref":"b1","room":"\#(roomId)","op":"acquire","sticker":"s1"}"#))
-                                _ = try await Self.frame(in: aliceFrames, from: redone) { frame in
-                                    guard frame["type"]?.stringValue == "room", case .array(let stickers)? = frame["stickers"] else { return false }
-                                    return stickers.first { $0["id"]?.stringValue == "s1" }?["owner"]?.stringValue == "bob"
-                                }
-                                try await send(#"{"type":"undo","ref":"z2","room":"\#(roomId)"}"#)
-                                let refused = try await undoResult("z2")
-                                #expect(refused["status"]?.stringValue == "rejected")
-                                #expect(refused["code"]?.stringValue == "owned_by_other")
-                                #expect(refused["holder"]?.stringValue == "bob")
-                                #expect(refused["sticker"]?.stringValue == "s1")
-                                // A continuing update refused is answered like any edit.
-                                try await send(#"{"type":"edit","ref":"u5","room":"\#(roomId)","op":"update","sticker":"s1","frame":{"x":400,"y":20,"width":100,"height":100},"continues":true}"#)
-                                let continuing = try await receipt("u5")
-                                #expect(continuing["status"]?.stringValue == "rejected")
-                                #expect(continuing["code"]?.stringValue == "owned_by_other")
-                                try await bob.write(.text(#"{"type":"edit","ref":"b2","room":"\#(roomId)","op":"release","sticker":"s1"}"#))
-                                _ = try await Self.frame(in: bobFrames) { $0["type"]?.stringValue == "receipt" && $0["ref"]?.stringValue == "b2" }
-
-                                // bob's pointer reaches alice's tab, and so does its leaving.
-                                try await bob.write(.text(#"{"type":"cursor","room":"\#(roomId)","x":100,"y":200.5}"#))
-                                let cursor = try await Self.frame(in: aliceFrames) { $0["type"]?.stringValue == "cursor" && $0["x"] != .null }
-                                #expect(cursor["user"]?.stringValue == "bob")
-                                #expect(cursor["x"]?.doubleValue == 100)
-                                #expect(cursor["y"]?.doubleValue == 200.5)
-                                try await bob.write(.text(#"{"type":"cursor","room":"\#(roomId)"}"#))
-                                let left = try await Self.frame(in: aliceFrames) { $0["type"]?.stringValue == "cursor" && $0["x"] == .null }
-                                #expect(left["user"]?.stringValue == "bob")
-
-                                // The refused undo stayed on the stack: once bob lets go it goes
-                                // through, then the create's; then nothing (the two updates that
-                                // continued the drag were never on it).
-                                let beforeUndos = aliceFrames.get().count
-                                try await send(#"{"type":"undo","ref":"z3","room":"\#(roomId)"}"#)
-                                try await send(#"{"type":"undo","ref":"z4","room":"\#(roomId)"}"#)
-                                try await send(#"{"type":"undo","ref":"z5","room":"\#(roomId)"}"#)
-                                do { let r = try await undoResult("z3"); #expect(r["status"]?.stringValue == "accepted", "\(r)") }
-                                do { let r = try await undoResult("z4"); #expect(r["status"]?.stringValue == "accepted", "\(r)") }
-                                do { let r = try await undoResult("z5"); #expect(r["status"]?.stringValue == "nothing", "\(r)") }
-                                // ...and back: the create again (under a new id), then the drag.
-                                try await send(#"{"type":"redo","ref":"y2","room":"\#(roomId)"}"#)
-                                try await send(#"{"type":"redo","ref":"y3","room":"\#(roomId)"}"#)
-                                do { let r = try await undoResult("y2"); #expect(r["status"]?.stringValue == "accepted", "\(r)") }
-                                do { let r = try await undoResult("y3"); #expect(r["status"]?.stringValue == "accepted", "\(r)") }
-                                _ = try await Self.frame(in: aliceFrames, from: beforeUndos) { frame in
-                                    guard frame["type"]?.stringValue == "room", case .array(let stickers)? = frame["stickers"] else { return false }
-                                    return stickers.contains { $0["id"]?.stringValue?.hasPrefix("s1-") == true && $0["frame"]?["x"]?.doubleValue == 300 }
-                                        && !stickers.contains { $0["id"]?.stringValue == "s1" }
-                                }
-
-                                // alice restores the room to right after the create: both see it.
-                                let bobMark = bobFrames.get().count
-                                let aliceMark = aliceFrames.get().count
-                                try await send(#"{"type":"restore","ref":"r1","room":"\#(roomId)","version":\#(created)}"#)
-                                #expect(try await receipt("r1")["status"]?.stringValue == "accepted")
-                                _ = try await room(in: bobFrames, from: bobMark, s1At: 10)
-                                _ = try await room(in: aliceFrames, from: aliceMark, s1At: 10)
-                                // A restore clears the undo stacks.
-                                _ = try await Self.frame(in: aliceFrames, from: aliceMark) {
-                                    $0["type"]?.stringValue == "room" && $0["canUndo"] == .bool(false) && $0["canRedo"] == .bool(false)
-                                }
-
-                                // Bad ones get error frames; the tab lives on.
-                                try await send(#"{"type":"restore","ref":"r2","room":"\#(roomId)","version":0}"#)
-                                try await send(#"{"type":"cursor","room":"\#(roomId)","x":5000,"y":1}"#)
-                                try await send(#"{"type":"ping"}"#)
-                                _ = try await Self.frame(in: aliceFrames) { $0["type"]?.stringValue == "pong" }
-                                let errors = aliceFrames.get().filter { $0["type"]?.stringValue == "error" }
-                                #expect(errors.map { $0["code"]?.stringValue } == ["invalid_frame", "invalid_frame"], "\(errors)")
-                                try await bob.close(.normalClosure, reason: nil)
-                                bobGroup.cancelAll()
-                            }
-                        }
-                        try await alice.close(.normalClosure, reason: nil)
-                        group.cancelAll()
                     }
+                    @Sendable func send(_ text: String) async throws { try await alice.write(.text(text)) }
+                    @Sendable func receipt(_ ref: String) async throws -> JSON {
+                        try await Self.frame(in: aliceFrames) { $0["type"]?.stringValue == "receipt" && $0["ref"]?.stringValue == ref }
+                    }
+                    @Sendable func undoResult(_ ref: String) async throws -> JSON {
+                        try await Self.frame(in: aliceFrames) { $0["type"]?.stringValue == "undoResult" && $0["ref"]?.stringValue == ref }
+                    }
+                    /// The next room frame (after what was read so far) where s1 is at `x`.
+                    @Sendable func room(in frames: LockedBox<[JSON]>, from: Int, s1At x: Double) async throws -> JSON {
+                        try await Self.frame(in: frames, from: from) { frame in
+                            guard frame["type"]?.stringValue == "room", case .array(let stickers)? = frame["stickers"] else { return false }
+                            return stickers.first { $0["id"]?.stringValue == "s1" }?["frame"]?["x"]?.doubleValue == x
+                        }
+                    }
+
+                    try await send(#"{"type":"watch","room":"\#(roomId)"}"#)
+                    try await send(#"{"type":"edit","ref":"c1","room":"\#(roomId)","op":"create","sticker":"s1","image":"star","frame":{"x":10,"y":20,"width":100,"height":100}}"#)
+                    try await send(#"{"type":"edit","ref":"c2","room":"\#(roomId)","op":"release","sticker":"s1"}"#)
+                    try await send(#"{"type":"member","ref":"i1","room":"\#(roomId)","op":"invite","member":"bob"}"#)
+                    for ref in ["c1", "c2", "i1"] { #expect(try await receipt(ref)["status"]?.stringValue == "accepted") }
+                    var mark = aliceFrames.get().count
+                    // A drag: its first update, two that continue it, the release.
+                    try await send(#"{"type":"edit","ref":"u1","room":"\#(roomId)","op":"update","sticker":"s1","frame":{"x":100,"y":20,"width":100,"height":100}}"#)
+                    try await send(#"{"type":"edit","ref":"u2","room":"\#(roomId)","op":"update","sticker":"s1","frame":{"x":200,"y":20,"width":100,"height":100},"continues":true}"#)
+                    try await send(#"{"type":"edit","ref":"u3","room":"\#(roomId)","op":"update","sticker":"s1","frame":{"x":300,"y":20,"width":100,"height":100},"continues":true}"#)
+                    try await send(#"{"type":"edit","ref":"u4","room":"\#(roomId)","op":"release","sticker":"s1"}"#)
+                    for ref in ["u1", "u4"] { #expect(try await receipt(ref)["status"]?.stringValue == "accepted") }
+                    // The continuing updates are answered only when refused (the page shows
+                    // the drag itself); their receipts would have come before the release's.
+                    #expect(!aliceFrames.get().contains { $0["type"]?.stringValue == "receipt" && ["u2", "u3"].contains($0["ref"]?.stringValue ?? "") })
+                    _ = try await room(in: aliceFrames, from: mark, s1At: 300)
+                    _ = try await Self.frame(in: aliceFrames, from: mark) { $0["type"]?.stringValue == "room" && $0["canUndo"] == .bool(true) }
+
+                    // One undo takes back the whole drag, and it can be redone.
+                    mark = aliceFrames.get().count
+                    try await send(#"{"type":"undo","ref":"z1","room":"\#(roomId)"}"#)
+                    do { let r = try await undoResult("z1"); #expect(r["status"]?.stringValue == "accepted", "\(r)") }
+                    _ = try await room(in: aliceFrames, from: mark, s1At: 10)
+                    _ = try await Self.frame(in: aliceFrames, from: mark) { $0["type"]?.stringValue == "room" && $0["canRedo"] == .bool(true) }
+                    // Redo: it is where the drag ended again.
+                    mark = aliceFrames.get().count
+                    try await send(#"{"type":"redo","ref":"y1","room":"\#(roomId)"}"#)
+                    do { let r = try await undoResult("y1"); #expect(r["status"]?.stringValue == "accepted", "\(r)") }
+                    _ = try await room(in: aliceFrames, from: mark, s1At: 300)
+
+                    // The history: newest first, with who did what.
+                    try await send(#"{"type":"roomHistory","room":"\#(roomId)"}"#)
+                    let history = try await Self.frame(in: aliceFrames) { $0["type"]?.stringValue == "roomHistory" }
+                    guard case .array(let entries)? = history["entries"] else { Issue.record("no entries: \(history)"); return }
+                    let versions = entries.compactMap { $0["version"]?.int64Value }
+                    #expect(versions == versions.sorted(by: >) && versions.count >= 6, "\(versions)")
+                    #expect(entries.first?["userId"]?.stringValue == "alice")
+                    let created = try #require(entries.first { $0["type"]?.stringValue == "create" }?["version"]?.int64Value)
+                    #expect(entries.contains { $0["type"]?.stringValue == "invite" })
+
+                    let redone = aliceFrames.get().count
+                    try await client.ws("/ws", configuration: .init(additionalHeaders: [.cookie: bobCookie])) { bobIn, bob, _ in
+                        try await withThrowingTaskGroup(of: Void.self) { bobGroup in
+                            bobGroup.addTask {
+                                for try await message in bobIn.messages(maxSize: 1 << 20) {
+                                    if case .text(let text) = message, let frame = try? JSON.parse(text) { bobFrames.update { $0.append(frame) } }
+                                }
+                            }
+                            try await bob.write(.text(#"{"type":"watch","room":"\#(roomId)"}"#))
+                            _ = try await room(in: bobFrames, from: 0, s1At: 300)
+
+                            // bob holds s1: alice's undo is refused, and says who holds it.
+                            try await bob.write(.text(#"{"type":"edit","ref":"b1","room":"\#(roomId)","op":"acquire","sticker":"s1"}"#))
+                            _ = try await Self.frame(in: aliceFrames, from: redone) { frame in
+                                guard frame["type"]?.stringValue == "room", case .array(let stickers)? = frame["stickers"] else { return false }
+                                return stickers.first { $0["id"]?.stringValue == "s1" }?["owner"]?.stringValue == "bob"
+                            }
+                            try await send(#"{"type":"undo","ref":"z2","room":"\#(roomId)"}"#)
+                            let refused = try await undoResult("z2")
+                            #expect(refused["status"]?.stringValue == "rejected")
+                            #expect(refused["code"]?.stringValue == "owned_by_other")
+                            #expect(refused["holder"]?.stringValue == "bob")
+                            #expect(refused["sticker"]?.stringValue == "s1")
+                            // A continuing update refused is answered like any edit.
+                            try await send(#"{"type":"edit","ref":"u5","room":"\#(roomId)","op":"update","sticker":"s1","frame":{"x":400,"y":20,"width":100,"height":100},"continues":true}"#)
+                            let continuing = try await receipt("u5")
+                            #expect(continuing["status"]?.stringValue == "rejected")
+                            #expect(continuing["code"]?.stringValue == "owned_by_other")
+                            try await bob.write(.text(#"{"type":"edit","ref":"b2","room":"\#(roomId)","op":"release","sticker":"s1"}"#))
+                            _ = try await Self.frame(in: bobFrames) { $0["type"]?.stringValue == "receipt" && $0["ref"]?.stringValue == "b2" }
+
+                            // bob's pointer reaches alice's tab, and so does its leaving.
+                            try await bob.write(.text(#"{"type":"cursor","room":"\#(roomId)","x":100,"y":200.5}"#))
+                            let cursor = try await Self.frame(in: aliceFrames) { $0["type"]?.stringValue == "cursor" && $0["x"] != .null }
+                            #expect(cursor["user"]?.stringValue == "bob")
+                            #expect(cursor["x"]?.doubleValue == 100)
+                            #expect(cursor["y"]?.doubleValue == 200.5)
+                            try await bob.write(.text(#"{"type":"cursor","room":"\#(roomId)"}"#))
+                            let left = try await Self.frame(in: aliceFrames) { $0["type"]?.stringValue == "cursor" && $0["x"] == .null }
+                            #expect(left["user"]?.stringValue == "bob")
+
+                            // The refused undo stayed on the stack: once bob lets go it goes
+                            // through, then the create's; then nothing (the two updates that
+                            // continued the drag were never on it).
+                            let beforeUndos = aliceFrames.get().count
+                            try await send(#"{"type":"undo","ref":"z3","room":"\#(roomId)"}"#)
+                            try await send(#"{"type":"undo","ref":"z4","room":"\#(roomId)"}"#)
+                            try await send(#"{"type":"undo","ref":"z5","room":"\#(roomId)"}"#)
+                            do { let r = try await undoResult("z3"); #expect(r["status"]?.stringValue == "accepted", "\(r)") }
+                            do { let r = try await undoResult("z4"); #expect(r["status"]?.stringValue == "accepted", "\(r)") }
+                            do { let r = try await undoResult("z5"); #expect(r["status"]?.stringValue == "nothing", "\(r)") }
+                            // ...and back: the create again (under a new id), then the drag.
+                            try await send(#"{"type":"redo","ref":"y2","room":"\#(roomId)"}"#)
+                            try await send(#"{"type":"redo","ref":"y3","room":"\#(roomId)"}"#)
+                            do { let r = try await undoResult("y2"); #expect(r["status"]?.stringValue == "accepted", "\(r)") }
+                            do { let r = try await undoResult("y3"); #expect(r["status"]?.stringValue == "accepted", "\(r)") }
+                            _ = try await Self.frame(in: aliceFrames, from: beforeUndos) { frame in
+                                guard frame["type"]?.stringValue == "room", case .array(let stickers)? = frame["stickers"] else { return false }
+                                return stickers.contains { $0["id"]?.stringValue?.hasPrefix("s1-") == true && $0["frame"]?["x"]?.doubleValue == 300 }
+                                    && !stickers.contains { $0["id"]?.stringValue == "s1" }
+                            }
+
+                            // alice restores the room to right after the create: both see it.
+                            let bobMark = bobFrames.get().count
+                            let aliceMark = aliceFrames.get().count
+                            try await send(#"{"type":"restore","ref":"r1","room":"\#(roomId)","version":\#(created)}"#)
+                            #expect(try await receipt("r1")["status"]?.stringValue == "accepted")
+                            _ = try await room(in: bobFrames, from: bobMark, s1At: 10)
+                            _ = try await room(in: aliceFrames, from: aliceMark, s1At: 10)
+                            // A restore clears the undo stacks.
+                            _ = try await Self.frame(in: aliceFrames, from: aliceMark) {
+                                $0["type"]?.stringValue == "room" && $0["canUndo"] == .bool(false) && $0["canRedo"] == .bool(false)
+                            }
+
+                            // Bad ones get error frames; the tab lives on.
+                            try await send(#"{"type":"restore","ref":"r2","room":"\#(roomId)","version":0}"#)
+                            try await send(#"{"type":"cursor","room":"\#(roomId)","x":5000,"y":1}"#)
+                            try await send(#"{"type":"ping"}"#)
+                            _ = try await Self.frame(in: aliceFrames) { $0["type"]?.stringValue == "pong" }
+                            let errors = aliceFrames.get().filter { $0["type"]?.stringValue == "error" }
+                            #expect(errors.map { $0["code"]?.stringValue } == ["invalid_frame", "invalid_frame"], "\(errors)")
+                            try await bob.close(.normalClosure, reason: nil)
+                            bobGroup.cancelAll()
+                        }
+                    }
+                    try await alice.close(.normalClosure, reason: nil)
+                    group.cancelAll()
                 }
             }
         }
@@ -538,95 +540,88 @@ import TestSupport
     /// the latest, and its tab still answers.
     @Test(.timeLimit(.minutes(2)))
     func aPageThatStopsReadingGetsTheRoomInOrderThenTheLatest() async throws {
-        try await withBroker(.shipped) { broker in
-            // No per-person limit: alice sends some 500 events a second.
-            let coordinator = try await CoordinatorProcess.start(broker: broker, arguments: ["--rate-limit", "0"])
-            defer { Task { await coordinator.kill() } }
-            let (app, _) = try Self.app(broker: broker, framesPerSecond: 1000, frameBurst: 1000)
-            try await app.test(.live) { client in
-                let aliceCookie = try await Self.signIn(client, "alice")
-                let bobCookie = try await Self.signIn(client, "bob")
-                let roomId = "web-slow-page"
-                // Some 8 KB a room frame.
-                let stickers = 50, updates = 1500
-                let aliceFrames = LockedBox<[JSON]>([])
-                try await client.ws("/ws", configuration: .init(additionalHeaders: [.cookie: aliceCookie])) { aliceIn, alice, _ in
-                    try await withThrowingTaskGroup(of: Void.self) { group in
-                        group.addTask {
-                            for try await message in aliceIn.messages(maxSize: 1 << 20) {
-                                // Only receipts are looked at (parsing every room frame would hold the test up).
-                                if case .text(let text) = message, text.hasPrefix(#"{"type":"receipt""#), let frame = try? JSON.parse(text) {
-                                    aliceFrames.update { $0.append(frame) }
-                                }
+        // No per-person limit: alice sends some 500 events a second.
+        try await Self.withAliceAndBob(coordinatorArguments: ["--rate-limit", "0"], framesPerSecond: 1000, frameBurst: 1000) { client, aliceCookie, bobCookie in
+            let roomId = "web-slow-page"
+            // Some 8 KB a room frame.
+            let stickers = 50, updates = 1500
+            let aliceFrames = LockedBox<[JSON]>([])
+            try await client.ws("/ws", configuration: .init(additionalHeaders: [.cookie: aliceCookie])) { aliceIn, alice, _ in
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    group.addTask {
+                        for try await message in aliceIn.messages(maxSize: 1 << 20) {
+                            // Only receipts are looked at (parsing every room frame would hold the test up).
+                            if case .text(let text) = message, text.hasPrefix(#"{"type":"receipt""#), let frame = try? JSON.parse(text) {
+                                aliceFrames.update { $0.append(frame) }
                             }
                         }
-                        @Sendable func send(_ text: String) async throws { try await alice.write(.text(text)) }
-                        @Sendable func accepted(_ ref: String) async throws {
-                            let receipt = try await Self.frame(in: aliceFrames) {
-                                $0["type"]?.stringValue == "receipt" && $0["ref"]?.stringValue == ref
-                            }
-                            #expect(receipt["status"]?.stringValue == "accepted", "\(receipt.text)")
-                        }
-                        @Sendable func frame(_ x: Int) -> String { #"{"x":\#(x),"y":20,"width":100,"height":100}"# }
-                        try await send(#"{"type":"watch","room":"\#(roomId)"}"#)
-                        for i in 0..<stickers {
-                            try await send(#"{"type":"edit","ref":"c\#(i)","room":"\#(roomId)","op":"create","sticker":"s\#(i)","image":"star","frame":\#(frame(i))}"#)
-                        }
-                        try await send(#"{"type":"member","ref":"i1","room":"\#(roomId)","op":"invite","member":"bob"}"#)
-                        for i in 0..<stickers { try await accepted("c\(i)") }
-                        try await accepted("i1")
-
-                        try await client.ws("/ws", configuration: .init(additionalHeaders: [.cookie: bobCookie])) { bobIn, bob, _ in
-                            var messages = bobIn.messages(maxSize: 1 << 20).makeAsyncIterator()
-                            func nextRoom() async throws -> JSON? {
-                                while let message = try await messages.next() {
-                                    if case .text(let text) = message, let frame = try? JSON.parse(text), frame["type"]?.stringValue == "room" {
-                                        return frame
-                                    }
-                                }
-                                return nil
-                            }
-                            try await bob.write(.text(#"{"type":"watch","room":"\#(roomId)"}"#))
-                            var first = try #require(try await nextRoom())
-                            while case .array(let shown)? = first["stickers"], shown.count < stickers {
-                                first = try #require(try await nextRoom())
-                            }
-                            // Bob's page reads nothing while alice moves every sticker, again and
-                            // again, a few milliseconds apart.
-                            for u in 1...updates {
-                                try await send(#"{"type":"edit","ref":"u\#(u)","room":"\#(roomId)","op":"update","sticker":"s\#(u % stickers)","frame":\#(frame(1000 + u))}"#)
-                                try await Task.sleep(for: .milliseconds(2))
-                            }
-                            try await accepted("u\(updates)")
-                            // Then it reads: versions never go back (one may come twice: a
-                            // change that did not follow the version held shows the room again
-                            // as it was), the last is where alice left it.
-                            var version = try #require(first["version"]?.int64Value)
-                            var roomFrames = 0, bytes = 0  // once it reads again
-                            while true {
-                                let room = try #require(try await nextRoom())
-                                bytes += room.text.utf8.count
-                                let next = try #require(room["version"]?.int64Value)
-                                #expect(next >= version, "version \(next) after \(version)")
-                                version = next
-                                roomFrames += 1
-                                guard case .array(let shown)? = room["stickers"] else { continue }
-                                let last = shown.first { $0["id"]?.stringValue == "s\(updates % stickers)" }
-                                if last?["frame"]?["x"]?.doubleValue == Double(1000 + updates) { break }
-                            }
-                            #expect(roomFrames < updates / 4, "\(bytes) bytes in \(roomFrames) room frames")
-                            // And the tab still answers.
-                            try await bob.write(.text(#"{"type":"edit","ref":"b1","room":"\#(roomId)","op":"update","sticker":"s0","frame":\#(frame(5))}"#))
-                            var answered = false
-                            while let message = try await messages.next() {
-                                if case .text(let text) = message, text.contains(#""ref":"b1""#) { answered = true; break }
-                            }
-                            #expect(answered)
-                            try await bob.close(.normalClosure, reason: nil)
-                        }
-                        try await alice.close(.normalClosure, reason: nil)
-                        group.cancelAll()
                     }
+                    @Sendable func send(_ text: String) async throws { try await alice.write(.text(text)) }
+                    @Sendable func accepted(_ ref: String) async throws {
+                        let receipt = try await Self.frame(in: aliceFrames) {
+                            $0["type"]?.stringValue == "receipt" && $0["ref"]?.stringValue == ref
+                        }
+                        #expect(receipt["status"]?.stringValue == "accepted", "\(receipt.text)")
+                    }
+                    @Sendable func frame(_ x: Int) -> String { #"{"x":\#(x),"y":20,"width":100,"height":100}"# }
+                    try await send(#"{"type":"watch","room":"\#(roomId)"}"#)
+                    for i in 0..<stickers {
+                        try await send(#"{"type":"edit","ref":"c\#(i)","room":"\#(roomId)","op":"create","sticker":"s\#(i)","image":"star","frame":\#(frame(i))}"#)
+                    }
+                    try await send(#"{"type":"member","ref":"i1","room":"\#(roomId)","op":"invite","member":"bob"}"#)
+                    for i in 0..<stickers { try await accepted("c\(i)") }
+                    try await accepted("i1")
+
+                    try await client.ws("/ws", configuration: .init(additionalHeaders: [.cookie: bobCookie])) { bobIn, bob, _ in
+                        var messages = bobIn.messages(maxSize: 1 << 20).makeAsyncIterator()
+                        func nextRoom() async throws -> JSON? {
+                            while let message = try await messages.next() {
+                                if case .text(let text) = message, let frame = try? JSON.parse(text), frame["type"]?.stringValue == "room" {
+                                    return frame
+                                }
+                            }
+                            return nil
+                        }
+                        try await bob.write(.text(#"{"type":"watch","room":"\#(roomId)"}"#))
+                        var first = try #require(try await nextRoom())
+                        while case .array(let shown)? = first["stickers"], shown.count < stickers {
+                            first = try #require(try await nextRoom())
+                        }
+                        // Bob's page reads nothing while alice moves every sticker, again and
+                        // again, a few milliseconds apart.
+                        for u in 1...updates {
+                            try await send(#"{"type":"edit","ref":"u\#(u)","room":"\#(roomId)","op":"update","sticker":"s\#(u % stickers)","frame":\#(frame(1000 + u))}"#)
+                            try await Task.sleep(for: .milliseconds(2))
+                        }
+                        try await accepted("u\(updates)")
+                        // Then it reads: versions never go back (one may come twice: a
+                        // change that did not follow the version held shows the room again
+                        // as it was), the last is where alice left it.
+                        var version = try #require(first["version"]?.int64Value)
+                        var roomFrames = 0, bytes = 0  // once it reads again
+                        while true {
+                            let room = try #require(try await nextRoom())
+                            bytes += room.text.utf8.count
+                            let next = try #require(room["version"]?.int64Value)
+                            #expect(next >= version, "version \(next) after \(version)")
+                            version = next
+                            roomFrames += 1
+                            guard case .array(let shown)? = room["stickers"] else { continue }
+                            let last = shown.first { $0["id"]?.stringValue == "s\(updates % stickers)" }
+                            if last?["frame"]?["x"]?.doubleValue == Double(1000 + updates) { break }
+                        }
+                        #expect(roomFrames < updates / 4, "\(bytes) bytes in \(roomFrames) room frames")
+                        // And the tab still answers.
+                        try await bob.write(.text(#"{"type":"edit","ref":"b1","room":"\#(roomId)","op":"update","sticker":"s0","frame":\#(frame(5))}"#))
+                        var answered = false
+                        while let message = try await messages.next() {
+                            if case .text(let text) = message, text.contains(#""ref":"b1""#) { answered = true; break }
+                        }
+                        #expect(answered)
+                        try await bob.close(.normalClosure, reason: nil)
+                    }
+                    try await alice.close(.normalClosure, reason: nil)
+                    group.cancelAll()
                 }
             }
         }
