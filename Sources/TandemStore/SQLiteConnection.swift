@@ -73,10 +73,11 @@ public final class SQLiteConnection {
         func hash(into hasher: inout Hasher) {
             let utf8 = sql.utf8
             hasher.combine(utf8.count)
-            let tail = utf8.withContiguousStorageIfAvailable { bytes in
+            let hashed = utf8.withContiguousStorageIfAvailable { bytes -> Bool in
                 hasher.combine(bytes: UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: bytes.suffix(32))))
+                return true
             }
-            if tail == nil { hasher.combine(sql) }
+            if hashed == nil { hasher.combine(sql) }
         }
     }
     /// The text and blob bytes bound by ``run(_:_:)``, ``query(_:_:_:)`` and
