@@ -295,6 +295,9 @@ public final class PollLoop: SerialExecutor, @unchecked Sendable {
                 if entry.onTaskExecutor {
                     entry.job.runSynchronously(on: task)
                 } else {
+                    // An actor's job, with the loop's task side as the task executor: right
+                    // for a task that prefers the loop (the coordinator's); one from a task
+                    // that does not switches once more at its next call to an actor here.
                     entry.job.runSynchronously(isolatedTo: serial, taskExecutor: task)
                 }
             }
